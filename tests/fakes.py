@@ -1,0 +1,126 @@
+"""Activity stand-ins for tests whose subject is the workflow logic: registered under the real
+activity names (`list_tools`, `call_llm`, `execute_tool`), they script the model's replies and
+record what the workflow asked for."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from workflows import names
+from workflows.model import (
+    ChatMessage,
+    LlmRequest,
+    LlmResponse,
+    ToolCall,
+    ToolRequest,
+    ToolSpec,
+    Usage,
+)
+
+TOOL_SPECS = [
+    ToolSpec(name="list_dir", description="List a folder", parameters={"type": "object"}),
+    ToolSpec(name="read_file", description="Read a file", parameters={"type": "object"}),
+    ToolSpec(
+        name="run_command",
+        description="Run a shell command",
+        parameters={"type": "object"},
+        requires_approval=True,
+        safe_to_retry=False,
+    ),
+    ToolSpec(
+        name="delete_path",
+        description="Delete a path",
+        parameters={"type": "object"},
+        requires_approval=True,
+        safe_to_retry=False,
+    ),
+]
+
+
+def calls(*items: tuple[str, str, Any]) -> LlmResponse:
+    """A model reply that calls tools: each item is (call id, tool name, arguments)."""
+    return LlmResponse(
+        message=ChatMessage.assistant(
+            "", [ToolCall(id=i, name=n, arguments=a) for i, n, a in items]
+        ),
+        usage=Usage(prompt_tokens=10, completion_tokens=5),
+    )
+
+
+def text(content: str) -> LlmResponse:
+    return LlmResponse(
+        message=ChatMessage.assistant(content), usage=Usage(prompt_tokens=10, completion_tokens=5)
+    )
+
+
+Reply = LlmResponse | Callable[[LlmRequest], LlmResponse] | Exception
+
+
+@dataclass
+class FakeAgentActivities:
+    """Scripted replies for `call_llm`, recorded calls for `execute_tool`."""
+
+    replies: Sequence[Reply] = ()
+    llm_delay: float = 0.0
+    tool_delay: float = 0.0
+    specs: list[ToolSpec] = field(default_factory=lambda: list(TOOL_SPECS))
+    llm_requests: list[LlmRequest] = field(default_factory=list)
+    tool_requests: list[ToolRequest] = field(default_factory=list)
+    llm_cancelled: int = 0
+    tools_cancelled: int = 0
+
+    def activities(self) -> list[Callable[..., Any]]:
+        @activity.defn(name=names.ACTIVITY_LIST_TOOLS)
+        async def list_tools() -> list[ToolSpec]:
+            return self.specs
+
+        @activity.defn(name=names.ACTIVITY_CALL_LLM)
+        async def call_llm(request: LlmRequest) -> LlmResponse:
+            self.llm_requests.append(request)
+            index = len(self.llm_requests) - 1
+            try:
+                await self._sleep_heartbeating(self.llm_delay)
+            except asyncio.CancelledError:
+                self.llm_cancelled += 1
+                raise
+            if index >= len(self.replies):
+                return text("(no more scripted replies)")
+            reply = self.replies[index]
+            if isinstance(reply, Exception):
+                raise reply
+            if callable(reply):
+                return reply(request)
+            return reply
+
+        @activity.defn(name=names.ACTIVITY_EXECUTE_TOOL)
+        async def execute_tool(request: ToolRequest) -> str:
+            self.tool_requests.append(request)
+            try:
+                await self._sleep_heartbeating(self.tool_delay)
+            except asyncio.CancelledError:
+                self.tools_cancelled += 1
+                raise
+            if request.name == "explode":
+                raise ApplicationError("boom", non_retryable=True)
+            return f'{{"ok": true, "data": "ran {request.name} {request.call_id}"}}'
+
+        return [list_tools, call_llm, execute_tool]
+
+    @staticmethod
+    async def _sleep_heartbeating(seconds: float) -> None:
+        remaining = seconds
+        while remaining > 0:
+            activity.heartbeat()
+            step = min(0.2, remaining)
+            await asyncio.sleep(step)
+            remaining -= step
+
+    @property
+    def tools_run(self) -> list[str]:
+        return [r.call_id for r in self.tool_requests]

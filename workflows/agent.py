@@ -1,0 +1,626 @@
+"""AgentWorkflow: the durable tool-calling loop with approval, resume and cancellation (SPEC §3–§6).
+
+One iteration, in priority order: cancel > apply answers (resume) > max rounds > call the model.
+The workflow never does I/O: every model call and every tool execution is an activity.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RawValue, RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from workflows import names
+    from workflows.event_log import EventLog, preview
+    from workflows.inputs import Parsed, parse_approval, parse_cancel, parse_user_message
+    from workflows.model import (
+        AgentEvent,
+        AgentRunInput,
+        AgentRunOptions,
+        AgentRunResult,
+        AgentStatus,
+        ApprovalEvent,
+        ApprovalRecord,
+        AwaitingApprovalEvent,
+        CancelRequest,
+        CarriedState,
+        ChatMessage,
+        ErrorEvent,
+        FinishedEvent,
+        FinishReason,
+        LlmRequest,
+        LlmResponse,
+        Phase,
+        TextDeltaEvent,
+        ToolApprovalResponse,
+        ToolCall,
+        ToolCallEvent,
+        ToolRequest,
+        ToolResultEvent,
+        ToolSpec,
+        Usage,
+        WarningEvent,
+    )
+    from workflows.reconstruction import (
+        Execute,
+        Respond,
+        bound_text,
+        envelope_error,
+        framework_error_message,
+        pending_calls,
+        plan_resume,
+        unique_call_ids,
+    )
+
+CANCELLED_MESSAGE = "Agent run cancelled"
+APPROVAL_TIMED_OUT = "Approval timed out"
+INTERRUPTED_TOOL = f"Cancelled: {CANCELLED_MESSAGE}; the tool may not have run"
+TOOL_CONTENT_LIMIT = 16_000
+"""A tool message carries at most this many characters (the tools bound their output too)."""
+MAX_CONVERSATION_BYTES = 1_000_000
+"""The model is never sent more than this; it also keeps the continue-as-new hand-over small."""
+
+LLM_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=8,
+)
+
+
+def _tool_retry(spec: ToolSpec | None) -> RetryPolicy:
+    # A tool that is not safe to retry gets exactly one attempt: an interrupted attempt becomes
+    # an error result the model sees, never a second execution.
+    safe = spec.safe_to_retry if spec is not None else False
+    return RetryPolicy(maximum_attempts=3 if safe else 1, initial_interval=timedelta(seconds=1))
+
+
+def _cancellation_of(err: BaseException) -> bool:
+    return isinstance(err, asyncio.CancelledError) or (
+        isinstance(err, ActivityError) and isinstance(err.cause, CancelledError)
+    )
+
+
+@workflow.defn(name=names.WORKFLOW_TYPE)
+class AgentWorkflow:
+    @workflow.init
+    def __init__(self, input: AgentRunInput) -> None:
+        self._messages: list[ChatMessage] = list(input.messages)
+        self._options: AgentRunOptions = input.options
+        carried = input.continued
+        self._round = carried.round if carried else 0
+        self._generation = carried.generation if carried else 0
+        self._log = EventLog(carried.events, carried.next_seq) if carried else EventLog()
+        self._answers: dict[str, ApprovalRecord] = dict(carried.answers) if carried else {}
+        self._awaiting_announced = carried.awaiting_announced if carried else False
+        self._approval_deadline = carried.approval_deadline if carried else None
+        self._cancel: CancelRequest | None = carried.cancel if carried else None
+        self._held: list[ChatMessage] = list(carried.held_messages) if carried else []
+        self._usage = carried.usage if carried else Usage()
+        self._specs: dict[str, ToolSpec] | None = (
+            {s.name: s for s in carried.tool_specs} if carried and carried.tool_specs else None
+        )
+        self._seed_mode = carried.seed_mode if carried else False
+        self._seed_responses_applied = carried.seed_responses_applied if carried else False
+        self._phase: Phase = "running"
+        self._finish_reason: FinishReason | None = None
+        self._error: str | None = None
+        self._inflight: dict[str, workflow.ActivityHandle[Any]] = {}
+        self._batch_results: dict[str, str] = {}
+        self._batch: list[ToolCall] = []
+        self._published: tuple[str, int] | None = None
+
+    # ------------------------------------------------------------------ run
+
+    @workflow.run
+    async def run(self, input: AgentRunInput) -> AgentRunResult:
+        try:
+            if self._specs is None:
+                specs = await workflow.execute_activity(
+                    names.ACTIVITY_LIST_TOOLS,
+                    result_type=list[ToolSpec],
+                    start_to_close_timeout=timedelta(seconds=30),
+                    summary="list the worker's tools",
+                )
+                self._specs = {s.name: s for s in specs}
+            if input.continued is None:
+                self._warn_unknown_options()
+                self._apply_seed_responses()
+            return await self._loop()
+        except BaseException as err:
+            if not _cancellation_of(err) or self._finish_reason is not None:
+                raise
+            # Temporal's own cancellation (`temporal workflow cancel`): end as SPEC §4.1, then
+            # let the execution close as Canceled.
+            self._close_interrupted_batch()
+            self._finish("cancelled", CANCELLED_MESSAGE)
+            raise
+
+    async def _loop(self) -> AgentRunResult:
+        while True:
+            # 1. Cancel requested: nothing else runs.
+            if self._cancel is not None:
+                return self._finish("cancelled", CANCELLED_MESSAGE)
+            if self._should_continue_as_new():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                self._continue_as_new()
+            # 2. Answers to apply (or a batch that needs none): resume from the messages.
+            pending = pending_calls(self._messages)
+            if pending:
+                if self._seed_mode or not self._unanswered(pending):
+                    await self._resume(pending)
+                    self._round += 1
+                    continue
+                timed_out = await self._wait_for_answers(pending)
+                if timed_out and self._options.on_approval_timeout == "cancel":
+                    return self._finish("cancelled", APPROVAL_TIMED_OUT)
+                continue
+            self._flush_held_messages()
+            # 3. Round limit.
+            if self._round >= self._options.max_rounds:
+                return self._finish("max_rounds")
+            # 4. Call the model.
+            response = await self._call_llm()
+            if response is None:
+                if self._finish_reason is not None:
+                    return self._result()
+                continue  # cancelled in flight: the next iteration ends the run
+            if self._messages[-1].tool_calls:
+                continue  # the next iteration runs the calls or waits for approval
+            if self._held:
+                continue  # a message arrived while the model was answering: answer it too
+            if not self._options.keep_alive:
+                return self._finish("stop")
+            if not await self._wait_for_message():
+                return self._finish("stop")
+            self._round = 0
+
+    # ------------------------------------------------------------ the model
+
+    async def _call_llm(self) -> LlmResponse | None:
+        size = sum(len(m.model_dump_json().encode()) for m in self._messages)
+        if size > MAX_CONVERSATION_BYTES:
+            self._finish(
+                "error",
+                f"Conversation too large: {size} bytes, more than {MAX_CONVERSATION_BYTES};"
+                " start a new run with a shorter history",
+            )
+            return None
+        self._set_phase("running", f"round {self._round}: waiting for the model")
+        info = workflow.info()
+        request = LlmRequest(
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+            message_count=len(self._messages),
+            round=self._round,
+            tools=self._allowed_tools(),
+            model=self._options.model,
+            temperature=self._options.temperature,
+        )
+        handle = workflow.start_activity(
+            names.ACTIVITY_CALL_LLM,
+            request,
+            result_type=LlmResponse,
+            start_to_close_timeout=timedelta(minutes=10),
+            heartbeat_timeout=timedelta(seconds=60),
+            retry_policy=LLM_RETRY,
+            summary=f"llm round {self._round}",
+        )
+        self._inflight["llm"] = handle
+        try:
+            response: LlmResponse = await handle
+        except ActivityError as err:
+            if _cancellation_of(err) and self._cancel is not None:
+                return None
+            cause = err.cause
+            detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            self._finish("error", f"LLM call failed: {detail}")
+            return None
+        finally:
+            self._inflight.pop("llm", None)
+        self._usage = self._usage + response.usage
+        calls = unique_call_ids(response.message.tool_calls or [], f"call_r{self._round}")
+        message = ChatMessage.assistant(response.message.content, calls)
+        self._messages.append(message)
+        if message.content:
+            self._emit(TextDeltaEvent, delta=preview(message.content))
+        for call in calls:
+            self._emit(
+                ToolCallEvent,
+                call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+                requires_approval=self._requires_approval(call),
+            )
+        return response
+
+    # -------------------------------------------------------------- tools
+
+    async def _resume(self, pending: list[ToolCall]) -> None:
+        """Run the approved and unguarded calls in parallel, answer the rest, in call order."""
+        self._set_phase("running", f"round {self._round}: running {len(pending)} tool call(s)")
+        steps = plan_resume(
+            pending, self._answers, self._requires_approval, lambda n: n in self._allowed_tools()
+        )
+        self._batch, self._batch_results = pending, {}
+        for step in steps:
+            if isinstance(step, Respond):
+                self._batch_results[step.call.id] = step.content
+        await asyncio.gather(*(self._execute(s) for s in steps if isinstance(s, Execute)))
+        self._append_batch()
+        self._answers.clear()
+        self._seed_mode = False
+        self._awaiting_announced = False
+        self._approval_deadline = None
+        self._flush_held_messages()
+
+    async def _execute(self, step: Execute) -> None:
+        call = step.call
+        assert self._specs is not None
+        spec = self._specs.get(call.name)
+        handle = workflow.start_activity(
+            names.ACTIVITY_EXECUTE_TOOL,
+            ToolRequest(
+                workflow_id=workflow.info().workflow_id,
+                call_id=call.id,
+                name=call.name,
+                arguments=step.arguments,
+            ),
+            result_type=str,
+            start_to_close_timeout=timedelta(minutes=5),
+            heartbeat_timeout=timedelta(seconds=30),
+            retry_policy=_tool_retry(spec),
+            summary=f"tool {call.name} {call.id}",
+        )
+        self._inflight[f"tool:{call.id}"] = handle
+        try:
+            content = await handle
+        except ActivityError as err:
+            if _cancellation_of(err) and self._cancel is not None:
+                return  # _append_batch answers it as cancelled
+            cause = err.cause
+            detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            content = framework_error_message(f"tool execution failed: {detail}")
+        finally:
+            self._inflight.pop(f"tool:{call.id}", None)
+        self._batch_results[call.id] = content
+
+    def _append_batch(self) -> None:
+        for call in self._batch:
+            content = self._batch_results.get(call.id)
+            if content is None:
+                content = envelope_error(INTERRUPTED_TOOL)
+            content = bound_text(content, TOOL_CONTENT_LIMIT)
+            self._messages.append(ChatMessage.tool(call, content))
+            self._emit(ToolResultEvent, call_id=call.id, name=call.name, content=preview(content))
+        self._batch, self._batch_results = [], {}
+
+    def _close_interrupted_batch(self) -> None:
+        """On a cancel that interrupted tools: answer every call of the batch, so the invariant
+        holds (finished ones with their result, the others as cancelled)."""
+        if self._batch:
+            self._append_batch()
+
+    # ------------------------------------------------------------ waiting
+
+    async def _wait_for_answers(self, pending: list[ToolCall]) -> bool:
+        """Wait durably until every pending call is answered, or cancel, or the timeout.
+
+        Returns True when the approval timeout fired.
+        """
+        waiting = self._unanswered(pending)
+        if not self._awaiting_announced:
+            self._emit(AwaitingApprovalEvent, pending=waiting)
+            self._awaiting_announced = True
+            if self._options.approval_timeout_seconds is not None:
+                self._approval_deadline = workflow.now() + timedelta(
+                    seconds=self._options.approval_timeout_seconds
+                )
+        self._set_phase("awaiting_approval", self._describe_waiting(waiting))
+        timeout: float | None = None
+        if self._approval_deadline is not None:
+            timeout = max(0.0, (self._approval_deadline - workflow.now()).total_seconds())
+        try:
+            await workflow.wait_condition(
+                lambda: (
+                    self._cancel is not None
+                    or not self._unanswered(pending)
+                    or self._should_continue_as_new()
+                ),
+                timeout=timeout,
+                timeout_summary="approval timeout",
+            )
+        except TimeoutError:
+            if self._options.on_approval_timeout == "reject":
+                for call in self._unanswered(pending):
+                    self._record_answer(
+                        ToolApprovalResponse(
+                            call_id=call.id, approved=False, reason=APPROVAL_TIMED_OUT
+                        )
+                    )
+            return True
+        return False
+
+    async def _wait_for_message(self) -> bool:
+        """A session between turns. Returns False when the idle timeout ended it."""
+        self._set_phase("waiting_for_message", "waiting for the next message")
+        idle = self._options.idle_timeout_seconds
+        try:
+            await workflow.wait_condition(
+                lambda: bool(self._held) or self._cancel is not None,
+                timeout=idle,
+                timeout_summary="session idle timeout",
+            )
+        except TimeoutError:
+            return False
+        return True
+
+    # ----------------------------------------------------------- handlers
+
+    @workflow.signal(dynamic=True)
+    def on_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """All signals come in raw, so a payload that does not decode or validate becomes a
+        `warning` event instead of being dropped by the SDK with only a log line."""
+        handlers: dict[str, Callable[[object], None]] = {
+            names.SIGNAL_TOOL_APPROVAL: self._on_tool_approval,
+            names.SIGNAL_CANCEL: self._on_cancel,
+            names.SIGNAL_SEND_MESSAGE: self._on_send_message,
+        }
+        handler = handlers.get(name)
+        if handler is None:
+            self._warn(f"unknown signal '{name}' ignored")
+            return
+        payload, error = self._decode(args, optional=name == names.SIGNAL_CANCEL)
+        if error is not None:
+            self._warn(f"{name}: {error}; signal ignored")
+            return
+        handler(payload)
+
+    def _on_tool_approval(self, payload: object) -> None:
+        parsed = parse_approval(payload)
+        response = self._accept(names.SIGNAL_TOOL_APPROVAL, parsed)
+        if response is None:
+            return
+        problem = self._answer_problem(response.call_id)
+        if problem is not None:
+            self._warn(f"tool_approval: {problem}; ignored")
+            return
+        self._record_answer(response)
+
+    def _on_cancel(self, payload: object) -> None:
+        request = self._accept(names.SIGNAL_CANCEL, parse_cancel(payload))
+        if request is None:
+            return
+        if self._phase == "finished":
+            return
+        if self._cancel is not None:
+            if request.immediate and not self._cancel.immediate:
+                self._cancel = request
+                self._cancel_inflight()
+            return
+        self._cancel = request
+        if request.immediate:
+            self._cancel_inflight()
+
+    def _on_send_message(self, payload: object) -> None:
+        message = self._accept(names.SIGNAL_SEND_MESSAGE, parse_user_message(payload))
+        if message is None:
+            return
+        if self._phase == "finished":
+            self._warn("send_message: the run has finished; message ignored")
+            return
+        self._held.append(message)
+
+    @workflow.update(name=names.UPDATE_SUBMIT_APPROVAL)
+    def submit_approval(self, payload: RawValue) -> list[ToolCall]:
+        response = self._validated_approval(payload)
+        self._record_answer(response)
+        return self._unanswered(pending_calls(self._messages))
+
+    @submit_approval.validator
+    def _validate_submit_approval(self, payload: RawValue) -> None:
+        self._validated_approval(payload)
+
+    def _validated_approval(self, payload: RawValue) -> ToolApprovalResponse:
+        value, error = self._decode([payload], optional=False)
+        if error is not None:
+            raise ApplicationError(error, type="InvalidApproval", non_retryable=True)
+        parsed = parse_approval(value)
+        if parsed.value is None:
+            raise ApplicationError(str(parsed.error), type="InvalidApproval", non_retryable=True)
+        problem = self._answer_problem(parsed.value.call_id)
+        if problem is not None:
+            raise ApplicationError(problem, type="InvalidApproval", non_retryable=True)
+        return parsed.value
+
+    @workflow.query(name=names.QUERY_STATUS)
+    def status(self) -> AgentStatus:
+        return AgentStatus(
+            phase=self._phase,
+            round=self._round,
+            pending_approvals=self._unanswered(pending_calls(self._messages))
+            if self._phase != "finished"
+            else [],
+            finish_reason=self._finish_reason,
+            cancel_requested=self._cancel is not None,
+        )
+
+    @workflow.query(name=names.QUERY_EVENTS)
+    def events(self, after: int = -1) -> list[AgentEvent]:
+        return self._log.after(after)
+
+    @workflow.query(name=names.QUERY_MESSAGES)
+    def messages(self) -> list[ChatMessage]:
+        return self._messages
+
+    # ------------------------------------------------------------ helpers
+
+    def _decode(self, args: Sequence[RawValue], *, optional: bool) -> tuple[object, str | None]:
+        if not args:
+            return None, None if optional else "no payload given"
+        if len(args) > 1:
+            return None, f"expected one payload, got {len(args)}"
+        try:
+            return workflow.payload_converter().from_payload(args[0].payload), None
+        except Exception as err:  # any undecodable payload is bad input, not a bug
+            return None, f"payload could not be decoded ({type(err).__name__}: {err})"
+
+    def _accept(self, signal: str, parsed: Parsed[Any]) -> Any:
+        if parsed.error is not None or parsed.value is None:
+            self._warn(f"{signal}: {parsed.error}; ignored")
+            return None
+        if parsed.note:
+            self._warn(f"{signal}: {parsed.note}")
+        return parsed.value
+
+    def _answer_problem(self, call_id: str) -> str | None:
+        """Why an answer for `call_id` cannot be taken now, or None when it can."""
+        if self._phase == "finished":
+            return "the run has finished"
+        waiting = [c for c in pending_calls(self._messages) if self._requires_approval(c)]
+        if not waiting:
+            return f"no call is waiting for approval (got an answer for '{call_id}')"
+        if call_id in self._answers:
+            return f"call '{call_id}' was already answered"
+        if call_id not in {c.id for c in waiting}:
+            known = ", ".join(c.id for c in waiting)
+            return f"unknown call id '{call_id}' (waiting: {known})"
+        return None
+
+    def _record_answer(self, response: ToolApprovalResponse) -> None:
+        record = ApprovalRecord(
+            call_id=response.call_id,
+            approved=response.approved,
+            reason=response.reason,
+            approver=response.approver,
+            at=workflow.now(),
+        )
+        self._answers[response.call_id] = record
+        self._emit(ApprovalEvent, **record.model_dump())
+        if self._phase == "awaiting_approval":
+            waiting = self._unanswered(pending_calls(self._messages))
+            self._set_phase("awaiting_approval", self._describe_waiting(waiting))
+
+    def _apply_seed_responses(self) -> None:
+        """Seed-style resume: answers given at start apply at the first iteration; a call that
+        needs approval and has no answer is then denied, as in the seed."""
+        responses = self._options.tool_approval_responses
+        if not responses or self._seed_responses_applied:
+            return
+        self._seed_responses_applied = True
+        for response in responses:
+            problem = self._answer_problem(response.call_id)
+            if problem is not None:
+                self._warn(f"tool_approval_responses: {problem}; ignored")
+                continue
+            self._record_answer(response)
+        self._seed_mode = bool(pending_calls(self._messages))
+
+    def _warn_unknown_options(self) -> None:
+        for key in sorted(self._options.model_extra or {}):
+            self._warn(f"unknown option '{key}' ignored")
+
+    def _unanswered(self, pending: list[ToolCall]) -> list[ToolCall]:
+        return [c for c in pending if self._requires_approval(c) and c.id not in self._answers]
+
+    def _requires_approval(self, call: ToolCall) -> bool:
+        spec = (self._specs or {}).get(call.name)
+        extra = self._options.approval_required or []
+        return (spec is not None and spec.requires_approval) or call.name in extra
+
+    def _allowed_tools(self) -> list[str]:
+        names_ = sorted(self._specs or {})
+        allow = self._options.tools
+        return names_ if allow is None else [n for n in names_ if n in allow]
+
+    def _flush_held_messages(self) -> None:
+        if self._held and not pending_calls(self._messages):
+            self._messages.extend(self._held)
+            self._held = []
+
+    def _cancel_inflight(self) -> None:
+        for handle in list(self._inflight.values()):
+            handle.cancel()
+
+    def _emit(self, event_type: type[Any], **fields: Any) -> None:
+        self._log.emit(event_type, self._round, **fields)
+
+    def _warn(self, message: str) -> None:
+        workflow.logger.warning(message)
+        self._emit(WarningEvent, message=message)
+
+    def _describe_waiting(self, waiting: list[ToolCall]) -> str:
+        lines = [f"round {self._round}: awaiting approval of {len(waiting)} call(s)"]
+        for call in waiting:
+            args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
+            lines.append(f"- {call.id}: {call.name} {preview(args, 200)}")
+        return "\n".join(lines)
+
+    def _set_phase(self, phase: Phase, details: str) -> None:
+        self._phase = phase
+        workflow.set_current_details(details)
+        pending = len(self._unanswered(pending_calls(self._messages))) if phase != "finished" else 0
+        if phase != "awaiting_approval":
+            pending = 0
+        if self._published != (phase, pending):
+            self._published = (phase, pending)
+            workflow.upsert_search_attributes(
+                [
+                    names.AGENT_STATUS.value_set(phase),
+                    names.AGENT_PENDING_APPROVALS.value_set(pending),
+                ]
+            )
+
+    def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        if info.is_continue_as_new_suggested():
+            return True
+        cap = self._options.max_history_events
+        return cap is not None and info.get_current_history_length() >= cap
+
+    def _continue_as_new(self) -> None:
+        state = CarriedState(
+            round=self._round,
+            generation=self._generation + 1,
+            next_seq=self._log.next_seq,
+            events=self._log.carry(),
+            answers=self._answers,
+            awaiting_announced=self._awaiting_announced,
+            approval_deadline=self._approval_deadline,
+            cancel=self._cancel,
+            held_messages=self._held,
+            usage=self._usage,
+            tool_specs=list((self._specs or {}).values()),
+            seed_responses_applied=True,
+            seed_mode=self._seed_mode,
+        )
+        options = self._options.model_copy(update={"tool_approval_responses": []})
+        workflow.continue_as_new(
+            AgentRunInput(messages=self._messages, options=options, continued=state)
+        )
+
+    def _finish(self, reason: FinishReason, error: str | None = None) -> AgentRunResult:
+        if error is not None:
+            self._emit(ErrorEvent, message=error)
+        self._emit(FinishedEvent, finish_reason=reason)
+        self._finish_reason = reason
+        self._error = error
+        self._set_phase("finished", f"finished: {reason}" + (f" ({error})" if error else ""))
+        return self._result()
+
+    def _result(self) -> AgentRunResult:
+        assert self._finish_reason is not None
+        return AgentRunResult(
+            messages=self._messages,
+            finish_reason=self._finish_reason,
+            rounds=self._round,
+            error=self._error,
+            usage=self._usage,
+        )

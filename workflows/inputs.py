@@ -1,0 +1,98 @@
+"""Loose intake, strict validation: turn a decoded signal/update payload into a typed value or a
+clear complaint (SPEC §6). Pure; the workflow turns complaints into `warning` events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from workflows.model import CancelRequest, ChatMessage, ToolApprovalResponse, UserMessageInput
+
+MAX_REASON_CHARS = 2_000
+MAX_USER_MESSAGE_CHARS = 100_000
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Parsed(Generic[T]):
+    value: T | None = None
+    error: str | None = None
+    note: str | None = None
+    """Set when the value was accepted with a change (e.g. a reason cut to size)."""
+
+
+def describe(err: ValidationError) -> str:
+    """A one-line description of what was wrong, for a warning a person can act on."""
+    parts = []
+    for item in err.errors()[:5]:
+        where = ".".join(str(p) for p in item["loc"]) or "payload"
+        got = item.get("input")
+        shown = repr(got)
+        if len(shown) > 60:
+            shown = shown[:57] + "..."
+        parts.append(f"{where}: {item['msg']} (got {shown})")
+    more = len(err.errors()) - 5
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def _validate(
+    model: type[BaseModel], payload: object, what: str
+) -> tuple[BaseModel | None, str | None]:
+    if not isinstance(payload, dict):
+        return None, f"{what} must be a JSON object, got {type(payload).__name__}"
+    try:
+        return model.model_validate(payload), None
+    except ValidationError as err:
+        return None, f"invalid {what}: {describe(err)}"
+
+
+def parse_approval(payload: object) -> Parsed[ToolApprovalResponse]:
+    value, error = _validate(ToolApprovalResponse, payload, "tool approval")
+    if error is not None or not isinstance(value, ToolApprovalResponse):
+        return Parsed(error=error)
+    if value.reason is not None and len(value.reason) > MAX_REASON_CHARS:
+        cut = len(value.reason) - MAX_REASON_CHARS
+        value = value.model_copy(update={"reason": value.reason[:MAX_REASON_CHARS]})
+        note = f"reason for {value.call_id} cut to {MAX_REASON_CHARS} characters ({cut} dropped)"
+        return Parsed(value=value, note=note)
+    return Parsed(value=value)
+
+
+def parse_cancel(payload: object) -> Parsed[CancelRequest]:
+    """`cancel` takes no payload, `null`, or `{"reason": str, "immediate": bool}`."""
+    if payload is None:
+        return Parsed(value=CancelRequest())
+    value, error = _validate(CancelRequest, payload, "cancel request")
+    if error is not None or not isinstance(value, CancelRequest):
+        return Parsed(error=error)
+    return Parsed(value=value)
+
+
+def parse_user_message(payload: object) -> Parsed[ChatMessage]:
+    """`send_message` takes a ChatMessage with role `user`, or `{"content": str}`."""
+    if isinstance(payload, dict) and "role" in payload:
+        value, error = _validate(ChatMessage, payload, "message")
+        if error is not None or not isinstance(value, ChatMessage):
+            return Parsed(error=error)
+        if value.role != "user":
+            return Parsed(error=f"send_message takes user messages only, got role '{value.role}'")
+        if value.tool_calls or value.tool_call_id:
+            return Parsed(error="a user message cannot carry tool_calls or tool_call_id")
+        message = value
+    else:
+        short, error = _validate(UserMessageInput, payload, "message")
+        if error is not None or not isinstance(short, UserMessageInput):
+            return Parsed(error=error)
+        message = ChatMessage.user(short.content)
+    if not message.content.strip():
+        return Parsed(error="message content is empty")
+    if len(message.content) > MAX_USER_MESSAGE_CHARS:
+        return Parsed(
+            error=f"message has {len(message.content)} characters,"
+            f" more than {MAX_USER_MESSAGE_CHARS}"
+        )
+    return Parsed(value=message)

@@ -1,0 +1,313 @@
+"""The domain model of SPEC §2: what travels between clients, the workflow and the activities.
+
+Everything here is plain pydantic v2 and goes over the wire as JSON through the pydantic data
+converter, so the field names are a public contract: do not rename them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
+
+Role = Literal["system", "user", "assistant", "tool"]
+FinishReason = Literal["stop", "max_rounds", "cancelled", "error"]
+Phase = Literal["running", "awaiting_approval", "waiting_for_message", "finished"]
+ApprovalTimeoutPolicy = Literal["cancel", "reject"]
+
+
+class ToolCall(BaseModel):
+    """One tool call as the model asked for it.
+
+    `arguments` is a JSON string (as LLMs send it) or an already-parsed JSON value.
+    """
+
+    id: str
+    name: str
+    arguments: Any = "{}"
+
+
+class ChatMessage(BaseModel):
+    """One message of the conversation, in the OpenAI chat shape."""
+
+    role: Role
+    content: str = ""
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        # OpenAI sends `"content": null` on assistant messages that only call tools.
+        return "" if value is None else value
+
+    @classmethod
+    def system(cls, content: str) -> ChatMessage:
+        return cls(role="system", content=content)
+
+    @classmethod
+    def user(cls, content: str) -> ChatMessage:
+        return cls(role="user", content=content)
+
+    @classmethod
+    def assistant(cls, content: str, tool_calls: list[ToolCall] | None = None) -> ChatMessage:
+        return cls(role="assistant", content=content, tool_calls=tool_calls or None)
+
+    @classmethod
+    def tool(cls, call: ToolCall, content: str) -> ChatMessage:
+        return cls(role="tool", content=content, name=call.name, tool_call_id=call.id)
+
+
+class ToolApprovalResponse(BaseModel):
+    """A human's answer for one pending call. Strict: only JSON `true` approves."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    call_id: Annotated[StrictStr, Field(min_length=1)]
+    approved: StrictBool
+    reason: StrictStr | None = None
+    approver: StrictStr | None = None
+
+
+class CancelRequest(BaseModel):
+    """The optional payload of the `cancel` signal."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    reason: StrictStr | None = None
+    immediate: StrictBool = False
+
+
+class UserMessageInput(BaseModel):
+    """The short form of `send_message`: `{"content": "..."}` is a user message."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: StrictStr
+
+
+class AgentRunOptions(BaseModel):
+    """Per-run options. Every field is optional; unknown fields are reported as a warning."""
+
+    model_config = ConfigDict(extra="allow")
+
+    max_rounds: Annotated[int, Field(ge=0)] = 10
+    tools: list[str] | None = None
+    approval_required: list[str] | None = None
+    approval_timeout_seconds: Annotated[float, Field(gt=0)] | None = None
+    on_approval_timeout: ApprovalTimeoutPolicy = "cancel"
+    tool_approval_responses: list[ToolApprovalResponse] = Field(default_factory=list)
+    keep_alive: bool = False
+    model: str | None = None
+    temperature: float | None = None
+    # Beyond the SPEC's list, all optional:
+    idle_timeout_seconds: Annotated[float, Field(gt=0)] | None = None
+    """With `keep_alive`, end the session after this long without a message (null = never)."""
+    max_history_events: Annotated[int, Field(ge=100)] | None = None
+    """Continue as new once the history has this many events, even before Temporal suggests it."""
+
+
+class Usage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+class ApprovalRecord(BaseModel):
+    """An answer as the workflow recorded it: the response plus the workflow time it arrived."""
+
+    call_id: str
+    approved: bool
+    reason: str | None = None
+    approver: str | None = None
+    at: datetime
+
+
+# ---- Events (the seed's AgentResponseUpdate stream) ----
+
+
+class _Event(BaseModel):
+    seq: int
+    round: int
+
+
+class TextDeltaEvent(_Event):
+    type: Literal["text_delta"] = "text_delta"
+    delta: str
+
+
+class ToolCallEvent(_Event):
+    type: Literal["tool_call"] = "tool_call"
+    call_id: str
+    name: str
+    arguments: Any
+    requires_approval: bool
+
+
+class AwaitingApprovalEvent(_Event):
+    type: Literal["awaiting_approval"] = "awaiting_approval"
+    pending: list[ToolCall]
+
+
+class ApprovalEvent(_Event):
+    type: Literal["approval"] = "approval"
+    call_id: str
+    approved: bool
+    reason: str | None = None
+    approver: str | None = None
+    at: datetime
+
+
+class ToolResultEvent(_Event):
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    name: str
+    content: str
+
+
+class WarningEvent(_Event):
+    type: Literal["warning"] = "warning"
+    message: str
+
+
+class ErrorEvent(_Event):
+    type: Literal["error"] = "error"
+    message: str
+
+
+class FinishedEvent(_Event):
+    type: Literal["finished"] = "finished"
+    finish_reason: FinishReason
+
+
+AgentEvent = Annotated[
+    TextDeltaEvent
+    | ToolCallEvent
+    | AwaitingApprovalEvent
+    | ApprovalEvent
+    | ToolResultEvent
+    | WarningEvent
+    | ErrorEvent
+    | FinishedEvent,
+    Field(discriminator="type"),
+]
+
+
+# ---- Results and queries ----
+
+
+class AgentRunResult(BaseModel):
+    messages: list[ChatMessage]
+    finish_reason: FinishReason
+    rounds: int
+    error: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+
+class AgentStatus(BaseModel):
+    """The `status` query's answer."""
+
+    phase: Phase
+    round: int
+    pending_approvals: list[ToolCall]
+    finish_reason: FinishReason | None = None
+    cancel_requested: bool = False
+
+
+# ---- Activity contracts ----
+
+
+class ToolSpec(BaseModel):
+    """What the worker's registry says about one tool; the workflow gets these from `list_tools`."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    requires_approval: bool = False
+    safe_to_retry: bool = True
+
+
+class LlmRequest(BaseModel):
+    """Input of `call_llm`.
+
+    It names the conversation instead of carrying it: the activity reads the first
+    `message_count` messages of run `run_id` through the `messages` query. History then grows
+    with each round's new content, not with the whole conversation every round.
+    """
+
+    workflow_id: str
+    run_id: str
+    message_count: int
+    round: int
+    tools: list[str]
+    model: str | None = None
+    temperature: float | None = None
+
+
+class LlmResponse(BaseModel):
+    """Output of `call_llm`: the assistant message (text and tool calls) and its token usage."""
+
+    message: ChatMessage
+    usage: Usage = Field(default_factory=Usage)
+
+
+class ToolRequest(BaseModel):
+    """Input of `execute_tool`. `workflow_id` + `call_id` is the idempotency key."""
+
+    workflow_id: str
+    call_id: str
+    name: str
+    arguments: Any
+
+
+class CarriedState(BaseModel):
+    """Everything a continue-as-new generation hands to the next, besides the messages."""
+
+    round: int
+    generation: int
+    next_seq: int
+    events: list[AgentEvent]
+    answers: dict[str, ApprovalRecord] = Field(default_factory=dict)
+    awaiting_announced: bool = False
+    approval_deadline: datetime | None = None
+    cancel: CancelRequest | None = None
+    held_messages: list[ChatMessage] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    tool_specs: list[ToolSpec] | None = None
+    seed_responses_applied: bool = False
+    seed_mode: bool = False
+
+
+class AgentRunInput(BaseModel):
+    """The workflow's single argument. A bare string is taken as one user prompt."""
+
+    messages: list[ChatMessage]
+    options: AgentRunOptions = Field(default_factory=AgentRunOptions)
+    continued: CarriedState | None = None
+    """Set only by the workflow itself when it continues as new."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _prompt_is_a_user_message(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return {"messages": [{"role": "user", "content": value}]}
+        return value
+
+    @classmethod
+    def from_prompt(cls, prompt: str, options: AgentRunOptions | None = None) -> AgentRunInput:
+        return cls(messages=[ChatMessage.user(prompt)], options=options or AgentRunOptions())

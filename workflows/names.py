@@ -1,0 +1,28 @@
+"""Stable names of the public Temporal interface (SPEC §3). Never change a deployed one."""
+
+from temporalio.common import SearchAttributeKey
+
+WORKFLOW_TYPE = "AgentWorkflow"
+DEFAULT_TASK_QUEUE = "agent"
+
+# Signals
+SIGNAL_TOOL_APPROVAL = "tool_approval"
+SIGNAL_CANCEL = "cancel"
+SIGNAL_SEND_MESSAGE = "send_message"
+
+# Update
+UPDATE_SUBMIT_APPROVAL = "submit_approval"
+
+# Queries
+QUERY_STATUS = "status"
+QUERY_EVENTS = "events"
+QUERY_MESSAGES = "messages"
+
+# Activities
+ACTIVITY_CALL_LLM = "call_llm"
+ACTIVITY_EXECUTE_TOOL = "execute_tool"
+ACTIVITY_LIST_TOOLS = "list_tools"
+
+# Search attributes (SPEC §9): the cluster-wide approval inbox.
+AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
+AGENT_PENDING_APPROVALS = SearchAttributeKey.for_int("AgentPendingApprovals")
