@@ -101,6 +101,7 @@ class AgentWorkflow:
         self._answers: dict[str, ApprovalRecord] = dict(carried.answers) if carried else {}
         self._awaiting_announced = carried.awaiting_announced if carried else False
         self._approval_deadline = carried.approval_deadline if carried else None
+        self._awaiting_since = carried.awaiting_since if carried else None
         self._cancel: CancelRequest | None = carried.cancel if carried else None
         self._held: list[ChatMessage] = list(carried.held_messages) if carried else []
         self._usage = carried.usage if carried else Usage()
@@ -258,6 +259,7 @@ class AgentWorkflow:
         self._answers.clear()
         self._seed_mode = False
         self._awaiting_announced = False
+        self._awaiting_since = None
         self._approval_deadline = None
         self._flush_held_messages()
 
@@ -319,6 +321,7 @@ class AgentWorkflow:
         if not self._awaiting_announced:
             self._emit(AwaitingApprovalEvent, pending=waiting)
             self._awaiting_announced = True
+            self._awaiting_since = workflow.now()
             if self._options.approval_timeout_seconds is not None:
                 self._approval_deadline = workflow.now() + timedelta(
                     seconds=self._options.approval_timeout_seconds
@@ -450,6 +453,7 @@ class AgentWorkflow:
             else [],
             finish_reason=self._finish_reason,
             cancel_requested=self._cancel is not None,
+            awaiting_since=self._awaiting_since if self._phase == "awaiting_approval" else None,
         )
 
     @workflow.query(name=names.QUERY_EVENTS)
@@ -593,6 +597,7 @@ class AgentWorkflow:
             events=self._log.carry(),
             answers=self._answers,
             awaiting_announced=self._awaiting_announced,
+            awaiting_since=self._awaiting_since,
             approval_deadline=self._approval_deadline,
             cancel=self._cancel,
             held_messages=self._held,

@@ -227,6 +227,8 @@ class AgentStatus(BaseModel):
     pending_approvals: list[ToolCall]
     finish_reason: FinishReason | None = None
     cancel_requested: bool = False
+    awaiting_since: datetime | None = None
+    """Workflow time at which the current approval wait began (not in the SPEC; for inboxes)."""
 
 
 # ---- Activity contracts ----
@@ -284,6 +286,7 @@ class CarriedState(BaseModel):
     events: list[AgentEvent]
     answers: dict[str, ApprovalRecord] = Field(default_factory=dict)
     awaiting_announced: bool = False
+    awaiting_since: datetime | None = None
     approval_deadline: datetime | None = None
     cancel: CancelRequest | None = None
     held_messages: list[ChatMessage] = Field(default_factory=list)
