@@ -9,6 +9,7 @@ from temporalio.api.operatorservice.v1 import (
     ListSearchAttributesRequest,
 )
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from workflows.names import AGENT_PENDING_APPROVALS, AGENT_STATUS
 
@@ -18,15 +19,30 @@ REQUIRED = {
 }
 
 
+async def _known(client: Client) -> set[str] | None:
+    try:
+        existing = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=client.namespace)
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.UNIMPLEMENTED:  # the time-skipping test server
+            return None
+        raise
+    return set(existing.custom_attributes) | set(existing.system_attributes)
+
+
 async def ensure_search_attributes(client: Client) -> list[str]:
-    """Add the missing attributes; returns the names it added."""
-    existing = await client.operator_service.list_search_attributes(
-        ListSearchAttributesRequest(namespace=client.namespace)
-    )
-    known = set(existing.custom_attributes) | set(existing.system_attributes)
-    missing = {name: kind for name, kind in REQUIRED.items() if name not in known}
-    if missing:
+    """Add the missing attributes; returns the names it added (all of them when the server
+    cannot list what it has)."""
+    known = await _known(client)
+    missing = {name: kind for name, kind in REQUIRED.items() if known is None or name not in known}
+    if not missing:
+        return []
+    try:
         await client.operator_service.add_search_attributes(
             AddSearchAttributesRequest(namespace=client.namespace, search_attributes=missing)
         )
+    except RPCError as err:
+        if err.status != RPCStatusCode.ALREADY_EXISTS:
+            raise
     return sorted(missing)
