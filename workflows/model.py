@@ -13,11 +13,14 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ModelWrapValidatorHandler,
     StrictBool,
     StrictStr,
+    ValidationError,
     field_validator,
     model_validator,
 )
+from temporalio.exceptions import ApplicationError
 
 Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "max_rounds", "cancelled", "error"]
@@ -296,6 +299,13 @@ class CarriedState(BaseModel):
     seed_mode: bool = False
 
 
+def _describe(err: ValidationError) -> str:
+    parts = [
+        f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in err.errors()[:5]
+    ]
+    return "; ".join(parts)
+
+
 class AgentRunInput(BaseModel):
     """The workflow's single argument. A bare string is taken as one user prompt."""
 
@@ -310,6 +320,22 @@ class AgentRunInput(BaseModel):
         if isinstance(value, str):
             return {"messages": [{"role": "user", "content": value}]}
         return value
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _invalid_input_fails_the_run(
+        cls, value: Any, handler: ModelWrapValidatorHandler[Any]
+    ) -> Any:
+        # Raised while the SDK decodes the workflow's argument, an ApplicationError fails the run
+        # with this message; a ValidationError would fail the workflow task again and again.
+        try:
+            return handler(value)
+        except ValidationError as err:
+            raise ApplicationError(
+                f"Invalid AgentRunInput: {_describe(err)}",
+                type="InvalidAgentRunInput",
+                non_retryable=True,
+            ) from None
 
     @classmethod
     def from_prompt(cls, prompt: str, options: AgentRunOptions | None = None) -> AgentRunInput:

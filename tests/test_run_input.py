@@ -1,0 +1,62 @@
+"""The workflow's argument: a bare prompt works, and input that does not validate fails the run
+at once with a clear message (instead of a workflow task that fails forever)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+
+from tests.fakes import FakeAgentActivities, text
+from workflows.agent import AgentWorkflow
+from workflows.model import AgentRunResult
+
+
+async def test_a_plain_prompt_is_a_user_message(client, task_queue):
+    fake = FakeAgentActivities(replies=[text("hi")])
+    async with Worker(
+        client, task_queue=task_queue, workflows=[AgentWorkflow], activities=fake.activities()
+    ):
+        result = await client.execute_workflow(
+            "AgentWorkflow",
+            "hello there",
+            id=f"agent-{uuid.uuid4()}",
+            task_queue=task_queue,
+            result_type=AgentRunResult,
+        )
+    assert [(m.role, m.content) for m in result.messages] == [
+        ("user", "hello there"),
+        ("assistant", "hi"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("bad_input", "expected"),
+    [
+        ({"messages": "hi"}, "messages"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, "messages.0.role"),
+        ({"messages": [], "options": {"max_rounds": -1}}, "options.max_rounds"),
+        ({"options": {}}, "messages: Field required"),
+        (42, "Invalid AgentRunInput"),
+    ],
+)
+async def test_invalid_input_fails_the_run_with_a_clear_error(
+    client, task_queue, bad_input, expected
+):
+    fake = FakeAgentActivities()
+    async with Worker(
+        client, task_queue=task_queue, workflows=[AgentWorkflow], activities=fake.activities()
+    ):
+        with pytest.raises(WorkflowFailureError) as caught:
+            await client.execute_workflow(
+                "AgentWorkflow", bad_input, id=f"agent-{uuid.uuid4()}", task_queue=task_queue
+            )
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "InvalidAgentRunInput"
+    assert cause.message.startswith("Invalid AgentRunInput: ")
+    assert expected in cause.message
+    assert fake.llm_requests == []
