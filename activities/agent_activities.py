@@ -1,0 +1,218 @@
+"""The activities of SPEC §7: `list_tools`, `call_llm`, `execute_tool`.
+
+Everything they depend on is injected (the Temporal client, the settings, the tool registry,
+the httpx client), so the worker wires them once and tests build them with real parts.
+
+    activities = AgentActivities(client, Settings.from_env(), build_default_registry(workspace))
+    Worker(client, task_queue=..., workflows=[AgentWorkflow], activities=activities.all())
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+
+from activities.heartbeat import heartbeat_now, heartbeating
+from activities.llm import OpenAIChatClient
+from activities.scripted import scripted_reply
+from activities.settings import Settings
+from activities.tools import ToolError, ToolRegistry
+from workflows import names
+from workflows.model import ChatMessage, LlmRequest, LlmResponse, ToolRequest, ToolSpec
+from workflows.reconstruction import (
+    bound_text,
+    envelope_error,
+    framework_error_message,
+    invalid_arguments_message,
+    parse_arguments,
+    tool_not_found_message,
+    tool_output_message,
+)
+
+TOOL_CONTENT_LIMIT = 16_000
+"""A tool result is at most this many characters (the same bound as the workflow's)."""
+
+
+def interrupted_message(call_id: str) -> str:
+    return envelope_error(
+        f"An earlier attempt of call '{call_id}' was interrupted before it reported a result; "
+        "this tool is not safe to retry, so it was not run again (it may or may not have "
+        "taken effect)."
+    )
+
+
+class IdempotencyMarkers:
+    """At-most-once execution of tools that are not safe to retry, per (workflow id, call id).
+
+    A marker file (named by a hash of the key, in a state folder outside the workspace) is
+    created, exclusively, before the tool runs; it records the result when the tool finishes.
+    A second attempt finds the marker and does not run the tool again: it returns the recorded
+    result, or, if the first attempt never finished, an error envelope saying so.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self._folder = folder
+
+    def _path(self, workflow_id: str, call_id: str) -> Path:
+        key = hashlib.sha256(f"{workflow_id}\x00{call_id}".encode()).hexdigest()
+        return self._folder / f"{key}.json"
+
+    def claim(self, workflow_id: str, call_id: str, tool: str) -> str | None:
+        """Claim the key. None when claimed now; else the content to return instead of running."""
+        self._folder.mkdir(parents=True, exist_ok=True)
+        path = self._path(workflow_id, call_id)
+        record = {"workflow_id": workflow_id, "call_id": call_id, "tool": tool, "state": "started"}
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            try:
+                previous = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                previous = {}
+            if previous.get("state") == "done" and isinstance(previous.get("content"), str):
+                return str(previous["content"])
+            return interrupted_message(call_id)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        return None
+
+    def record(self, workflow_id: str, call_id: str, tool: str, content: str) -> None:
+        path = self._path(workflow_id, call_id)
+        record = {
+            "workflow_id": workflow_id,
+            "call_id": call_id,
+            "tool": tool,
+            "state": "done",
+            "content": content,
+        }
+        fd, temporary = tempfile.mkstemp(dir=self._folder, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+        os.replace(temporary, path)
+
+
+class AgentActivities:
+    def __init__(
+        self,
+        client: Client,
+        settings: Settings,
+        registry: ToolRegistry,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._client = client
+        self._settings = settings
+        self._registry = registry
+        self._owns_http = http is None
+        self._http = http or httpx.AsyncClient()
+        self._markers = IdempotencyMarkers(settings.resolved_state_dir / "tool-calls")
+        self._llm = (
+            OpenAIChatClient(
+                self._http,
+                settings.llm_base_url,
+                settings.llm_api_key,
+                settings.llm_model,
+                stream=settings.llm_stream,
+                heartbeat=heartbeat_now,
+                timeout=httpx.Timeout(settings.llm_timeout_seconds, connect=15.0),
+            )
+            if settings.llm_base_url
+            else None
+        )
+
+    def all(self) -> list[Callable[..., Any]]:
+        return [self.list_tools, self.call_llm, self.execute_tool]
+
+    async def aclose(self) -> None:
+        """Close the httpx client if this object created it."""
+        if self._owns_http:
+            await self._http.aclose()
+
+    # ------------------------------------------------------------ list_tools
+
+    @activity.defn(name=names.ACTIVITY_LIST_TOOLS)
+    async def list_tools(self) -> list[ToolSpec]:
+        return self._registry.specs()
+
+    # -------------------------------------------------------------- call_llm
+
+    @activity.defn(name=names.ACTIVITY_CALL_LLM)
+    async def call_llm(self, request: LlmRequest) -> LlmResponse:
+        async with heartbeating():
+            messages = await self._conversation(request)
+            specs = [s for s in self._registry.specs() if s.name in request.tools]
+            if self._llm is None:
+                return scripted_reply(messages, [s.name for s in specs])
+            activity.logger.info(
+                "calling the model: %d messages, %d tools", len(messages), len(specs)
+            )
+            return await self._llm.complete(
+                messages, specs, model=request.model, temperature=request.temperature
+            )
+
+    async def _conversation(self, request: LlmRequest) -> list[ChatMessage]:
+        """The first `message_count` messages of the run, read with the `messages` query (the
+        request names the conversation instead of carrying it)."""
+        handle = self._client.get_workflow_handle(request.workflow_id, run_id=request.run_id)
+        messages: list[ChatMessage] = await handle.query(
+            names.QUERY_MESSAGES, result_type=list[ChatMessage]
+        )
+        if len(messages) < request.message_count:
+            raise ApplicationError(
+                f"the run has {len(messages)} messages, fewer than the {request.message_count}"
+                " this request is for",
+                type="ConversationMismatch",
+            )
+        return messages[: request.message_count]
+
+    # ---------------------------------------------------------- execute_tool
+
+    @activity.defn(name=names.ACTIVITY_EXECUTE_TOOL)
+    async def execute_tool(self, request: ToolRequest) -> str:
+        content = await self.run_tool(request)
+        return bound_text(content, TOOL_CONTENT_LIMIT)
+
+    async def run_tool(self, request: ToolRequest) -> str:
+        tool = self._registry.get(request.name)
+        if tool is None:
+            return tool_not_found_message(request.name)
+        parsed = parse_arguments(request.arguments)
+        if not parsed.ok:
+            return invalid_arguments_message(parsed.error)
+        arguments = {} if parsed.value is None else parsed.value
+        if not isinstance(arguments, dict):
+            return invalid_arguments_message(
+                f"expected a JSON object, got {type(arguments).__name__}"
+            )
+        if not tool.safe_to_retry:
+            earlier = await asyncio.to_thread(
+                self._markers.claim, request.workflow_id, request.call_id, tool.name
+            )
+            if earlier is not None:
+                return earlier
+        async with heartbeating():
+            try:
+                data = await tool.run(arguments)
+                content = tool_output_message({"ok": True, "data": data})
+            except ToolError as err:
+                content = envelope_error(str(err))
+            except Exception as err:  # a tool's bug becomes a result the model sees
+                content = framework_error_message(str(err) or type(err).__name__)
+        content = bound_text(content, TOOL_CONTENT_LIMIT)
+        if not tool.safe_to_retry:
+            await asyncio.to_thread(
+                self._markers.record, request.workflow_id, request.call_id, tool.name, content
+            )
+        return content

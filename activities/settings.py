@@ -1,0 +1,87 @@
+"""Worker settings, read from the environment (SPEC §7). Only the worker sees these: the LLM
+endpoint and key never enter workflow input, events or history."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_WORKSPACE = "agent-workspace"
+STATE_DIR_NAME = ".agent-state"
+
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _float(environ: Mapping[str, str], key: str, default: float) -> float:
+    raw = (environ.get(key) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError as err:
+        raise ValueError(f"{key} must be a number of seconds, got {raw!r}") from err
+    if value <= 0:
+        raise ValueError(f"{key} must be positive, got {raw!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    llm_base_url: str | None
+    """`LLM_BASE_URL`, e.g. `https://api.openai.com/v1`; None: the offline `scripted` model."""
+    llm_api_key: str | None = field(repr=False)
+    """`LLM_API_KEY`; never printed or logged, only sent in the Authorization header."""
+    llm_model: str
+    """`LLM_MODEL` (default `gpt-4o-mini`); a run's `options.model` overrides it."""
+    workspace: Path
+    """`AGENT_WORKSPACE`: the only folder the built-in tools may touch."""
+    command_timeout_seconds: float = 30.0
+    """`AGENT_COMMAND_TIMEOUT_SECONDS`: how long `run_command` may run."""
+    llm_stream: bool = True
+    """`LLM_STREAM=false` sends non-streaming requests."""
+    state_dir: Path | None = None
+    """`AGENT_STATE_DIR`: idempotency markers of tools that are not safe to retry. Must be outside
+    the workspace; default: a `.agent-state` folder next to it."""
+    llm_timeout_seconds: float = 120.0
+    """`LLM_TIMEOUT_SECONDS`: the longest silence tolerated from the provider (per read)."""
+
+    @property
+    def resolved_state_dir(self) -> Path:
+        if self.state_dir is not None:
+            return self.state_dir
+        return self.workspace.parent / STATE_DIR_NAME
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read the settings; creates the workspace folder when it is missing."""
+        env = os.environ if environ is None else environ
+        base_url = (env.get("LLM_BASE_URL") or "").strip() or None
+        api_key = (env.get("LLM_API_KEY") or "").strip() or None
+        model = (env.get("LLM_MODEL") or "").strip() or DEFAULT_MODEL
+        workspace = Path(env.get("AGENT_WORKSPACE") or DEFAULT_WORKSPACE).expanduser().resolve()
+        workspace.mkdir(parents=True, exist_ok=True)
+        state_raw = (env.get("AGENT_STATE_DIR") or "").strip()
+        state_dir = Path(state_raw).expanduser().resolve() if state_raw else None
+        stream = (env.get("LLM_STREAM") or "true").strip().lower() not in _FALSE
+        settings = cls(
+            llm_base_url=base_url.rstrip("/") if base_url else None,
+            llm_api_key=api_key,
+            llm_model=model,
+            workspace=workspace,
+            command_timeout_seconds=_float(env, "AGENT_COMMAND_TIMEOUT_SECONDS", 30.0),
+            llm_stream=stream,
+            state_dir=state_dir,
+            llm_timeout_seconds=_float(env, "LLM_TIMEOUT_SECONDS", 120.0),
+        )
+        state = settings.resolved_state_dir.resolve()
+        if state == workspace or workspace in state.parents:
+            raise ValueError(f"AGENT_STATE_DIR ({state}) must be outside AGENT_WORKSPACE")
+        return settings
+
+    @property
+    def provider(self) -> str:
+        """`openai` (an OpenAI-compatible endpoint) or `scripted` (offline)."""
+        return "openai" if self.llm_base_url else "scripted"

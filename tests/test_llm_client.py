@@ -1,0 +1,312 @@
+"""The OpenAI-compatible client against a real local HTTP server (tests/fake_openai.py), then
+`call_llm` through a real Temporal worker running the real AgentWorkflow."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
+
+from activities.agent_activities import AgentActivities
+from activities.llm import OpenAIChatClient, retry_after_seconds, to_openai_message
+from activities.settings import Settings
+from activities.tools import build_default_registry
+from tests.fake_openai import (
+    CutOff,
+    FakeOpenAI,
+    FakeOpenAIServer,
+    Malformed,
+    Reply,
+    Slow,
+    rate_limited,
+    server_error,
+    text,
+    tool_calls,
+    unauthorized,
+)
+from tests.helpers import event_types, events, start_run, wait_until
+from workflows.agent import AgentWorkflow
+from workflows.model import AgentRunInput, ChatMessage, ErrorEvent, ToolCall, ToolSpec
+from workflows.reconstruction import invariant_violations
+
+API_KEY = "sk-test-SECRET-0123456789"
+SPECS = [
+    ToolSpec(name="list_dir", description="List", parameters={"type": "object"}),
+    ToolSpec(name="read_file", description="Read", parameters={"type": "object"}),
+]
+PROMPT = [ChatMessage.system("You manage files."), ChatMessage.user("hello")]
+
+
+@pytest.fixture
+def fake():
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
+async def http():
+    async with httpx.AsyncClient() as client:
+        yield client
+
+
+def llm(fake: FakeOpenAIServer, http: httpx.AsyncClient, **kwargs) -> OpenAIChatClient:
+    return OpenAIChatClient(http, fake.base_url, API_KEY, "fake-model", **kwargs)
+
+
+async def failure(coro) -> ApplicationError:
+    with pytest.raises(ApplicationError) as caught:
+        await coro
+    return caught.value
+
+
+# ---------------------------------------------------------------- the wire
+
+
+def test_messages_in_the_openai_shape():
+    call = ToolCall(id="call_1", name="list_dir", arguments={"path": "."})
+    assert to_openai_message(ChatMessage.assistant("", [call])) == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "list_dir", "arguments": '{"path": "."}'},
+            }
+        ],
+    }
+    assert to_openai_message(ChatMessage.tool(call, "result")) == {
+        "role": "tool",
+        "content": "result",
+        "tool_call_id": "call_1",
+    }
+    assert to_openai_message(ChatMessage.user("hi")) == {"role": "user", "content": "hi"}
+
+
+def test_retry_after_parsing():
+    assert retry_after_seconds("7") == 7.0
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0) == 10.0
+    assert retry_after_seconds("soon") is None
+    assert retry_after_seconds(None) is None
+
+
+# ---------------------------------------------------------------- the client
+
+
+async def test_streamed_text(fake, http):
+    fake.enqueue(text("Hello, this is streamed.", chunk_size=2))
+    response = await llm(fake, http).complete(PROMPT, SPECS, temperature=0.2)
+    assert response.message.role == "assistant"
+    assert response.message.content == "Hello, this is streamed."
+    assert response.message.tool_calls is None
+    assert (response.usage.prompt_tokens, response.usage.completion_tokens) == (11, 7)
+    body = fake.requests[0]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["model"] == "fake-model" and body["temperature"] == 0.2
+    assert [t["function"]["name"] for t in body["tools"]] == ["list_dir", "read_file"]
+    assert body["tools"][0]["type"] == "function"
+    assert fake.headers[0]["Authorization"] == f"Bearer {API_KEY}"
+
+
+async def test_no_key_no_authorization_header(fake, http):
+    fake.enqueue(text("hi"))
+    client = OpenAIChatClient(http, fake.base_url, None, "m")
+    await client.complete(PROMPT)
+    assert "Authorization" not in fake.headers[0]
+    assert "tools" not in fake.requests[0]
+
+
+async def test_streamed_tool_call_split_mid_json(fake, http):
+    arguments = '{"path": "some/deeply/nested/file.txt"}'
+    fake.enqueue(tool_calls(("call_abc", "read_file", arguments), chunk_size=3))
+    response = await llm(fake, http).complete(PROMPT, SPECS)
+    assert response.message.tool_calls == [
+        ToolCall(id="call_abc", name="read_file", arguments=arguments)
+    ]
+    assert response.message.content == ""
+
+
+async def test_two_parallel_tool_calls(fake, http):
+    first, second = '{"path": "."}', '{"path": "notes.txt"}'
+    fake.enqueue(
+        tool_calls(("call_1", "list_dir", first), ("call_2", "read_file", second), content="Both.")
+    )
+    response = await llm(fake, http).complete(PROMPT, SPECS)
+    assert response.message.content == "Both."
+    assert [(c.id, c.name, c.arguments) for c in response.message.tool_calls or []] == [
+        ("call_1", "list_dir", first),
+        ("call_2", "read_file", second),
+    ]
+
+
+async def test_json_reply_to_a_streaming_request_is_read(fake, http):
+    fake.enqueue(Reply(tool_calls=[("c1", "list_dir", '{"path": "."}')], force_json=True))
+    response = await llm(fake, http).complete(PROMPT, SPECS)
+    assert fake.requests[0]["stream"] is True
+    assert response.message.tool_calls == [
+        ToolCall(id="c1", name="list_dir", arguments='{"path": "."}')
+    ]
+    assert response.usage.prompt_tokens == 11
+
+
+async def test_non_streaming_mode(fake, http):
+    fake.enqueue(text("plain"))
+    response = await llm(fake, http, stream=False).complete(PROMPT)
+    assert "stream" not in fake.requests[0]
+    assert response.message.content == "plain"
+    assert response.usage.completion_tokens == 7
+
+
+async def test_429_is_retryable_with_retry_after(fake, http):
+    fake.enqueue(rate_limited(retry_after=3))
+    error = await failure(llm(fake, http).complete(PROMPT))
+    assert error.non_retryable is False
+    assert error.next_retry_delay == timedelta(seconds=3)
+    assert "429" in error.message and "Rate limit" in error.message
+
+
+async def test_500_is_retryable(fake, http):
+    fake.enqueue(server_error())
+    error = await failure(llm(fake, http).complete(PROMPT))
+    assert error.non_retryable is False
+    assert "HTTP 500" in error.message
+
+
+async def test_401_is_not_retryable_and_hides_the_key(fake, http):
+    fake.enqueue(unauthorized(f"Incorrect API key provided: {API_KEY}."))
+    error = await failure(llm(fake, http).complete(PROMPT))
+    assert error.non_retryable is True
+    assert "HTTP 401" in error.message and "Incorrect API key" in error.message
+    assert API_KEY not in error.message
+    assert API_KEY not in repr(error) and API_KEY not in str(error.details)
+    assert API_KEY not in repr(llm(fake, http))
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_malformed_body_is_not_retryable(fake, http, stream):
+    fake.enqueue(Malformed())
+    error = await failure(llm(fake, http, stream=stream).complete(PROMPT))
+    assert error.non_retryable is True
+    assert "unparseable" in error.message
+
+
+@pytest.mark.parametrize("abrupt", [True, False])
+async def test_stream_cut_off_is_retryable(fake, http, abrupt):
+    fake.enqueue(CutOff(abrupt=abrupt))
+    error = await failure(llm(fake, http).complete(PROMPT))
+    assert error.non_retryable is False
+    assert "cut off" in error.message or "connection" in error.message
+
+
+async def test_connection_refused_is_retryable(http):
+    with FakeOpenAI() as gone:
+        url = gone.base_url
+    client = OpenAIChatClient(http, url, API_KEY, "m")
+    error = await failure(client.complete(PROMPT))
+    assert error.non_retryable is False
+    assert error.type == "LlmConnectionError"
+
+
+async def test_read_timeout_is_retryable(fake, http):
+    fake.enqueue(Slow(chunks=3, delay=1.0))
+    client = llm(fake, http, timeout=httpx.Timeout(0.3))
+    error = await failure(client.complete(PROMPT))
+    assert error.non_retryable is False
+    assert error.type == "LlmTimeout"
+
+
+async def test_cancellation_closes_the_connection(fake, http):
+    fake.enqueue(Slow(chunks=200, delay=0.05))
+    beats = 0
+
+    def heartbeat() -> None:
+        nonlocal beats
+        beats += 1
+
+    task = asyncio.create_task(llm(fake, http, heartbeat=heartbeat).complete(PROMPT))
+    await wait_until(lambda: fake.count("slow_chunks_sent") >= 2, timeout=10)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await wait_until(lambda: fake.disconnects >= 1, timeout=10)
+    assert beats >= 2  # one per chunk
+    assert fake.count("slow_chunks_sent") < 200
+
+
+# ------------------------------------------------- through a real Temporal worker
+
+
+def settings_for(fake: FakeOpenAIServer, workspace: Path) -> Settings:
+    return Settings(
+        llm_base_url=fake.base_url,
+        llm_api_key=API_KEY,
+        llm_model="fake-model",
+        workspace=workspace,
+        state_dir=workspace.parent / "state",
+    )
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "logs").mkdir(parents=True)
+    (ws / "notes.txt").write_text("remember the milk\n")
+    return ws
+
+
+async def run_agent(client, task_queue, fake, workspace, http, prompt: str):
+    settings = settings_for(fake, workspace)
+    acts = AgentActivities(client, settings, build_default_registry(workspace), http)
+    async with Worker(
+        client, task_queue=task_queue, workflows=[AgentWorkflow], activities=acts.all()
+    ):
+        handle = await start_run(
+            client, task_queue, AgentRunInput.from_prompt(prompt), f"llm-{uuid.uuid4()}"
+        )
+        result = await asyncio.wait_for(handle.result(), 60)
+        log = await events(handle)
+    return result, log
+
+
+async def test_a_full_run_over_http(client, task_queue, fake, workspace, http):
+    result, log = await run_agent(client, task_queue, fake, workspace, http, "list")
+    assert result.finish_reason == "stop"
+    assert [m.role for m in result.messages] == ["user", "assistant", "tool", "assistant"]
+    assert result.messages[-1].content.startswith("The workspace contains: logs, notes.txt")
+    assert json.loads(result.messages[2].content)["ok"] is True
+    assert result.usage.prompt_tokens > 0
+    assert event_types(log) == ["tool_call", "tool_result", "text_delta", "finished"]
+    received = fake.received_messages()
+    assert len(received) == 2
+    assert received[1][1].tool_calls and received[1][2].role == "tool"
+    for conversation in received:
+        assert invariant_violations(conversation, allow_open_tail=False) == []
+    assert all(h["Authorization"] == f"Bearer {API_KEY}" for h in fake.headers)
+
+
+async def test_a_401_ends_the_run_with_an_error(client, task_queue, fake, workspace, http):
+    fake.enqueue(unauthorized(f"Incorrect API key provided: {API_KEY}"))
+    result, log = await run_agent(client, task_queue, fake, workspace, http, "hello")
+    assert result.finish_reason == "error"
+    errors = [e for e in log if isinstance(e, ErrorEvent)]
+    assert len(errors) == 1 and "401" in errors[0].message
+    assert API_KEY not in errors[0].message
+    assert result.error == errors[0].message
+    assert len(fake.requests) == 1  # not retried
+
+
+async def test_a_500_is_retried_then_the_run_completes(client, task_queue, fake, workspace, http):
+    fake.enqueue(server_error())
+    result, log = await run_agent(client, task_queue, fake, workspace, http, "hello")
+    assert result.finish_reason == "stop"
+    assert "scripted" in result.messages[-1].content
+    assert len(fake.requests) == 2
+    assert fake.requests[0] == fake.requests[1]
+    assert "error" not in event_types(log)

@@ -1,0 +1,328 @@
+"""The built-in tools and `execute_tool`'s envelope rules, on a real temporary workspace."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from temporalio.client import Client
+
+from activities.agent_activities import AgentActivities
+from activities.settings import Settings
+from activities.tools import Tool, ToolRegistry, build_default_registry
+from workflows.model import ToolRequest
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "logs").mkdir(parents=True)
+    (ws / "logs" / "a.log").write_text("alpha\n")
+    (ws / "logs" / "b.log").write_text("beta\n")
+    (ws / "notes.txt").write_text("remember the milk\n")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("top secret\n")
+    (ws / "link_out").symlink_to(outside, target_is_directory=True)
+    (ws / "link_out_file").symlink_to(outside / "secret.txt")
+    (ws / "link_in").symlink_to(ws / "notes.txt")
+    return ws
+
+
+def make_settings(workspace: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "llm_base_url": None,
+        "llm_api_key": None,
+        "llm_model": "scripted",
+        "workspace": workspace,
+        "state_dir": workspace.parent / "state",
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def make_activities(workspace: Path, registry: ToolRegistry | None = None, **overrides: Any):
+    settings = make_settings(workspace, **overrides)
+    registry = registry or build_default_registry(workspace, settings.command_timeout_seconds)
+    # execute_tool never touches the Temporal client (only call_llm queries the workflow).
+    return AgentActivities(cast(Client, None), settings, registry)
+
+
+async def run(acts: AgentActivities, name: str, arguments: Any, call_id: str = "call_1") -> str:
+    return await acts.execute_tool(
+        ToolRequest(workflow_id="wf-test", call_id=call_id, name=name, arguments=arguments)
+    )
+
+
+async def run_json(acts: AgentActivities, name: str, arguments: Any, call_id: str = "call_1"):
+    return json.loads(await run(acts, name, arguments, call_id))
+
+
+def test_registry_declares_the_builtin_tools(workspace):
+    registry = build_default_registry(workspace)
+    specs = {s.name: s for s in registry.specs()}
+    assert registry.names == ["list_dir", "read_file", "run_command", "delete_path"]
+    assert {n: (s.requires_approval, s.safe_to_retry) for n, s in specs.items()} == {
+        "list_dir": (False, True),
+        "read_file": (False, True),
+        "run_command": (True, False),
+        "delete_path": (True, False),
+    }
+    for spec in specs.values():
+        assert spec.parameters["type"] == "object"
+        assert spec.description
+    assert specs["run_command"].parameters["required"] == ["command"]
+    assert registry.get("nope") is None
+
+
+async def test_list_dir_lists_entries_with_kind_and_size(workspace):
+    result = await run_json(make_activities(workspace), "list_dir", {"path": "."})
+    assert result["ok"] is True
+    entries = {e["name"]: e for e in result["data"]}
+    assert set(entries) == {"logs", "notes.txt", "link_out", "link_out_file", "link_in"}
+    assert entries["logs"]["kind"] == "dir"
+    assert entries["notes.txt"] == {"name": "notes.txt", "kind": "file", "size": 18}
+    assert entries["link_out"]["kind"] == "symlink"
+    sub = await run_json(make_activities(workspace), "list_dir", '{"path": "logs"}')
+    assert [e["name"] for e in sub["data"]] == ["a.log", "b.log"]
+
+
+async def test_read_file_reads_text_and_follows_links_inside(workspace):
+    acts = make_activities(workspace)
+    assert await run_json(acts, "read_file", {"path": "notes.txt"}) == {
+        "ok": True,
+        "data": "remember the milk\n",
+    }
+    assert (await run_json(acts, "read_file", {"path": "link_in"}))["data"] == "remember the milk\n"
+    absolute_inside = str(workspace / "notes.txt")
+    assert (await run_json(acts, "read_file", {"path": absolute_inside}))["ok"] is True
+
+
+@pytest.mark.parametrize("tool", ["list_dir", "read_file", "delete_path"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../outside/secret.txt",
+        "logs/../../outside/secret.txt",
+        "link_out/secret.txt",
+        "link_out",
+        "link_out_file",
+        "ABSOLUTE",
+        "/etc/passwd",
+    ],
+)
+async def test_every_escape_from_the_workspace_is_refused(workspace, tool, path):
+    secret = workspace.parent / "outside" / "secret.txt"
+    if path == "ABSOLUTE":
+        path = str(secret)
+    result = await run_json(make_activities(workspace), tool, {"path": path})
+    assert result["ok"] is False, result
+    assert result["data"] is None
+    assert "outside the workspace" in result["error"]
+    assert secret.read_text() == "top secret\n"  # nothing outside was touched
+
+
+@pytest.mark.parametrize("path", [".", "./", "logs/..", "ROOT", "link_root"])
+async def test_deleting_the_workspace_root_is_refused(workspace, path):
+    (workspace / "link_root").symlink_to(workspace, target_is_directory=True)
+    if path == "ROOT":
+        path = str(workspace)
+    result = await run_json(make_activities(workspace), "delete_path", {"path": path})
+    assert workspace.is_dir() and (workspace / "notes.txt").exists()
+    if path == "link_root":  # a link to the root: only the link goes
+        assert result["data"] == {"path": "link_root", "kind": "symlink", "files": 1}
+        assert (workspace / "logs" / "a.log").exists()
+    else:
+        assert result["ok"] is False
+        assert "workspace folder itself" in result["error"]
+
+
+async def test_delete_path_removes_a_folder_a_file_and_a_link(workspace):
+    acts = make_activities(workspace)
+    result = await run_json(acts, "delete_path", {"path": "logs"}, "call_1")
+    assert result == {"ok": True, "data": {"path": "logs", "kind": "dir", "files": 2}}
+    assert not (workspace / "logs").exists()
+    link = await run_json(acts, "delete_path", {"path": "link_in"}, "call_2")
+    assert link["data"]["kind"] == "symlink"
+    assert (workspace / "notes.txt").exists()  # the link went, not its target
+    file = await run_json(acts, "delete_path", {"path": "notes.txt"}, "call_3")
+    assert file["data"] == {"path": "notes.txt", "kind": "file", "files": 1}
+    missing = await run_json(acts, "delete_path", {"path": "nothing-here"}, "call_4")
+    assert missing["ok"] is False and "does not exist" in missing["error"]
+
+
+async def test_read_file_output_is_bounded_with_a_marker(workspace):
+    (workspace / "big.txt").write_text("x" * 200_000)
+    content = await run(make_activities(workspace), "read_file", {"path": "big.txt"})
+    assert len(content) <= 16_000
+    data = json.loads(content)["data"]
+    assert "truncated" in data
+    assert data.startswith("xxxx")
+
+
+async def test_tool_content_is_bounded_to_16000_characters(workspace):
+    async def huge(args: dict[str, Any]) -> str:
+        return "y" * 50_000
+
+    registry = ToolRegistry([Tool("huge", "returns a lot", {"type": "object"}, run=huge)])
+    content = await run(make_activities(workspace, registry), "huge", {})
+    assert len(content) == 16_000
+    assert content.endswith("characters]")
+    assert "…[truncated" in content
+
+
+async def test_run_command_runs_in_the_workspace(workspace):
+    acts = make_activities(workspace)
+    result = await run_json(acts, "run_command", {"command": "pwd; echo oops >&2; exit 3"})
+    assert result["ok"] is True
+    assert result["data"]["stdout"].strip() == str(workspace.resolve())
+    assert result["data"]["stderr"] == "oops\n"
+    assert result["data"]["exit_code"] == 3
+
+
+async def test_run_command_output_is_bounded(workspace):
+    acts = make_activities(workspace)
+    result = await run_json(
+        acts, "run_command", {"command": "head -c 200000 /dev/zero | tr '\\0' a"}
+    )
+    stdout = result["data"]["stdout"]
+    assert stdout.startswith("aaaa")
+    assert len(stdout) < 9_000
+    assert "truncated" in stdout
+
+
+async def test_run_command_does_not_see_secrets(workspace, monkeypatch):
+    monkeypatch.setenv("LLM_API_KEY", "sk-do-not-leak")
+    monkeypatch.setenv("SOME_TOKEN", "tok-do-not-leak")
+    result = await run_json(make_activities(workspace), "run_command", {"command": "env"})
+    assert result["ok"] is True
+    assert "PATH=" in result["data"]["stdout"]
+    assert "do-not-leak" not in result["data"]["stdout"]
+
+
+async def test_run_command_times_out_and_kills_the_process_group(workspace):
+    acts = make_activities(workspace, command_timeout_seconds=0.5)
+    acts._registry = build_default_registry(workspace, 0.5)
+    started = time.monotonic()
+    result = await run_json(acts, "run_command", {"command": "(sleep 5; touch late.txt) & sleep 5"})
+    assert time.monotonic() - started < 4.5
+    assert result["ok"] is False
+    assert "timed out after 0.5 s" in result["error"]
+    await asyncio.sleep(0.2)
+    assert not (workspace / "late.txt").exists()
+
+
+async def test_unknown_tool_is_not_found(workspace):
+    assert await run(make_activities(workspace), "nope", {}) == "Tool 'nope' not found"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ('{"path": ', "Invalid tool arguments"),
+        ("[1, 2]", "expected a JSON object, got list"),
+        ([1, 2], "expected a JSON object, got list"),
+        ('"notes.txt"', "expected a JSON object, got str"),
+        ({"path": 3}, "argument 'path' must be a string"),
+        ({}, "missing required argument 'path'"),
+    ],
+)
+async def test_bad_arguments_give_an_error_envelope(workspace, arguments, expected):
+    result = await run_json(make_activities(workspace), "read_file", arguments)
+    assert result["ok"] is False
+    assert result["data"] is None
+    assert expected in result["error"]
+
+
+async def test_a_raising_tool_gives_a_framework_error(workspace):
+    async def broken(args: dict[str, Any]) -> Any:
+        raise RuntimeError("disk on fire")
+
+    registry = ToolRegistry([Tool("broken", "raises", {"type": "object"}, run=broken)])
+    result = await run_json(make_activities(workspace, registry), "broken", {})
+    assert result == {"ok": False, "error": "Framework error: disk on fire", "data": None}
+
+
+async def test_a_tool_not_safe_to_retry_runs_at_most_once_per_call(workspace):
+    runs: list[str] = []
+
+    async def once(args: dict[str, Any]) -> str:
+        runs.append(args["x"])
+        return f"ran {args['x']}"
+
+    registry = ToolRegistry(
+        [Tool("once", "side effect", {"type": "object"}, run=once, safe_to_retry=False)]
+    )
+    acts = make_activities(workspace, registry)
+    first = await run(acts, "once", {"x": "a"}, "call_1")
+    again = await run(acts, "once", {"x": "a"}, "call_1")
+    other = await run(acts, "once", {"x": "b"}, "call_2")
+    assert runs == ["a", "b"]
+    assert json.loads(first) == {"ok": True, "data": "ran a"}
+    assert again == first  # the recorded result, not a second run
+    assert json.loads(other)["data"] == "ran b"
+    markers = list((workspace.parent / "state" / "tool-calls").iterdir())
+    assert len(markers) == 2
+    assert not any(p.name.startswith("tool-calls") for p in workspace.iterdir())
+
+
+async def test_an_interrupted_attempt_is_not_run_again(workspace):
+    started = asyncio.Event()
+    runs = 0
+
+    async def slow(args: dict[str, Any]) -> str:
+        nonlocal runs
+        runs += 1
+        started.set()
+        await asyncio.sleep(30)
+        return "finished"
+
+    registry = ToolRegistry(
+        [Tool("slow", "side effect", {"type": "object"}, run=slow, safe_to_retry=False)]
+    )
+    acts = make_activities(workspace, registry)
+    task = asyncio.create_task(run(acts, "slow", {}, "call_9"))
+    await asyncio.wait_for(started.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    result = json.loads(await run(acts, "slow", {}, "call_9"))
+    assert runs == 1
+    assert result["ok"] is False
+    assert "interrupted" in result["error"] and "not run again" in result["error"]
+    # The same call id in another workflow is another key.
+    assert acts._markers.claim("other-wf", "call_9", "slow") is None
+
+
+def test_settings_from_env(tmp_path):
+    env = {
+        "LLM_BASE_URL": "http://127.0.0.1:9/v1/",
+        "LLM_API_KEY": "sk-very-secret",
+        "AGENT_WORKSPACE": str(tmp_path / "w"),
+        "LLM_STREAM": "false",
+    }
+    settings = Settings.from_env(env)
+    assert settings.llm_base_url == "http://127.0.0.1:9/v1"
+    assert settings.llm_model == "gpt-4o-mini"
+    assert settings.llm_stream is False
+    assert settings.workspace.is_dir()
+    assert settings.resolved_state_dir == tmp_path / ".agent-state"
+    assert "sk-very-secret" not in repr(settings)
+    assert settings.provider == "openai"
+    scripted = Settings.from_env({"LLM_BASE_URL": "", "AGENT_WORKSPACE": str(tmp_path / "w")})
+    assert scripted.llm_base_url is None and scripted.provider == "scripted"
+    assert scripted.llm_stream is True
+    with pytest.raises(ValueError, match="outside AGENT_WORKSPACE"):
+        Settings.from_env(
+            {"AGENT_WORKSPACE": str(tmp_path / "w"), "AGENT_STATE_DIR": str(tmp_path / "w/s")}
+        )
+    with pytest.raises(ValueError, match="AGENT_COMMAND_TIMEOUT_SECONDS"):
+        Settings.from_env(
+            {"AGENT_WORKSPACE": str(tmp_path / "w"), "AGENT_COMMAND_TIMEOUT_SECONDS": "soon"}
+        )
+    assert os.environ.get("LLM_API_KEY") != "sk-very-secret"
