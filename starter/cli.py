@@ -1,0 +1,173 @@
+"""The command line: `python -m starter COMMAND …` (see `--help`, and the README)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
+from typing import NoReturn
+
+from starter import commands
+from starter.connect import connect, connect_config
+from starter.errors import EXIT_ERROR, EXIT_OK, CliError, cannot_reach, translate
+from starter.output import Output
+
+Command = Callable[[commands.Ctx, argparse.Namespace], Awaitable[int]]
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--json",
+        dest="json_here",
+        action="store_true",
+        help="machine-readable output: one JSON object per line",
+    )
+    parser = argparse.ArgumentParser(
+        prog="python -m starter",
+        description="Start, follow, approve and cancel durable agent runs (AgentWorkflow). "
+        "Connects through temporalio.envconfig: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, "
+        "TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE (default localhost:7233). "
+        "Task queue: AGENT_TASK_QUEUE (default agent).",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", parents=[common], help="start a run and follow its events")
+    run.add_argument("prompt", help="the user's request")
+    run.add_argument("--id", help="workflow id (default: agent-<random>)")
+    run.add_argument("--max-rounds", type=_non_negative_int, help="round limit (default 10)")
+    run.add_argument(
+        "--approval-timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="how long to wait for an approval (default: forever)",
+    )
+    run.add_argument(
+        "--on-approval-timeout",
+        choices=["cancel", "reject"],
+        default="cancel",
+        help="what a timed-out approval does (default cancel)",
+    )
+    run.add_argument("--keep-alive", action="store_true", help="a session: wait for more messages")
+    run.add_argument("--tools", metavar="A,B", help="allow only these tools")
+    run.add_argument(
+        "--approval-required", metavar="A,B", help="also require approval for these tools"
+    )
+    run.add_argument("--no-follow", action="store_true", help="start and return")
+
+    approve = sub.add_parser("approve", parents=[common], help="approve a pending tool call")
+    approve.add_argument("workflow_id")
+    approve.add_argument("call_id")
+    approve.add_argument("--approver", help="who approves (default: your OS user)")
+
+    reject = sub.add_parser("reject", parents=[common], help="reject a pending tool call")
+    reject.add_argument("workflow_id")
+    reject.add_argument("call_id")
+    reject.add_argument("--reason", required=True, help="told to the model")
+    reject.add_argument("--approver", help="who rejects (default: your OS user)")
+
+    cancel = sub.add_parser("cancel", parents=[common], help="cancel a run")
+    cancel.add_argument("workflow_id")
+    cancel.add_argument("--reason")
+    cancel.add_argument(
+        "--immediate",
+        action="store_true",
+        help="also interrupt the in-flight LLM call or tools",
+    )
+
+    say = sub.add_parser("say", parents=[common], help="send a user message to a run")
+    say.add_argument("workflow_id")
+    say.add_argument("text")
+
+    watch = sub.add_parser("watch", parents=[common], help="follow a run's events until it ends")
+    watch.add_argument("workflow_id")
+    watch.add_argument(
+        "--after", type=int, default=-1, help="only events with a higher seq (default: all)"
+    )
+
+    history = sub.add_parser("history", parents=[common], help="a run's messages and events")
+    history.add_argument("workflow_id")
+
+    sub.add_parser("pending", parents=[common], help="list the runs waiting for approval")
+
+    sub.add_parser("demo", parents=[common], help="the whole story offline, in one command")
+    return parser
+
+
+COMMANDS: dict[str, Command] = {
+    "run": commands.cmd_run,
+    "approve": commands.cmd_approve,
+    "reject": commands.cmd_reject,
+    "cancel": commands.cmd_cancel,
+    "say": commands.cmd_say,
+    "watch": commands.cmd_watch,
+    "history": commands.cmd_history,
+    "pending": commands.cmd_pending,
+}
+
+
+async def amain(argv: Sequence[str] | None = None) -> int:
+    """Parse, run one command, return its exit code (errors are printed, not raised)."""
+    args = build_parser().parse_args(argv)
+    out = Output(json_mode=bool(args.json or getattr(args, "json_here", False)))
+    if args.command == "demo":
+        from starter.demo import run_demo
+
+        try:
+            return await run_demo(out)
+        except Exception as err:  # one clear line, never a traceback
+            out.error(f"demo failed: {type(err).__name__}: {err}")
+            return EXIT_ERROR
+    config = connect_config()
+    address = str(config.get("target_host"))
+    namespace = str(config.get("namespace"))
+    try:
+        client = await connect()
+    except Exception as err:  # any failure to connect gets the same one-line explanation
+        out.error(cannot_reach(address, namespace, err).message)
+        return EXIT_ERROR
+    ctx = commands.Ctx(client=client, out=out, address=address, namespace=namespace)
+    try:
+        return await COMMANDS[args.command](ctx, args)
+    except Exception as err:  # one clear line, never a traceback
+        failure: CliError = translate(
+            err, workflow_id=getattr(args, "workflow_id", None), namespace=namespace
+        )
+        out.error(failure.message)
+        return failure.code
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    try:
+        code = asyncio.run(amain(argv))
+    except KeyboardInterrupt:
+        print("\ninterrupted; the run goes on in Temporal", file=sys.stderr)
+        code = 130
+    except SystemExit as exit_:  # argparse: --help and usage errors
+        code = exit_.code if isinstance(exit_.code, int) else EXIT_OK
+    # Known SDK wart (temporalio/sdk-python issue 300): a process that used a Temporal client can
+    # crash (SIGSEGV/SIGABRT) during interpreter shutdown after its work is done, which would
+    # replace our exit code. Flush and leave with os._exit so the code is ours.
+    with suppress(Exception):
+        sys.stdout.flush()
+    with suppress(Exception):
+        sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,280 @@
+"""The starter's commands, one coroutine each. They return an exit code or raise CliError."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import uuid
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
+
+from starter.connect import task_queue
+from starter.errors import EXIT_OK, EXIT_RUN_NOT_OK, CliError, not_found
+from starter.follow import (
+    Followed,
+    cli_name,
+    default_approver,
+    fetch_events,
+    fetch_status,
+    follow,
+    interactive_approvals,
+    interactive_session,
+)
+from starter.output import Output
+from starter.render import age, arguments_text, event_line, message_lines
+from workflows import names
+from workflows.model import (
+    AgentEvent,
+    AgentRunInput,
+    AgentRunOptions,
+    AgentStatus,
+    CancelRequest,
+    ChatMessage,
+    ToolApprovalResponse,
+    ToolCall,
+)
+
+WORKER_WAIT_SECONDS = 30.0
+"""Queries and updates need a worker; say so instead of hanging when none answers."""
+
+T = TypeVar("T")
+
+
+@dataclass
+class Ctx:
+    client: Client
+    out: Output
+    address: str
+    namespace: str
+
+
+async def with_worker(ctx: Ctx, what: Awaitable[T]) -> T:
+    try:
+        return await asyncio.wait_for(what, WORKER_WAIT_SECONDS)
+    except TimeoutError:
+        raise CliError(
+            f"no worker answered within {WORKER_WAIT_SECONDS:.0f}s on task queue"
+            f" '{task_queue()}': is `python worker.py` running?"
+        ) from None
+
+
+async def describe_status(ctx: Ctx, workflow_id: str) -> WorkflowExecutionStatus | None:
+    handle = ctx.client.get_workflow_handle(workflow_id)
+    try:
+        description = await handle.describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise not_found(workflow_id, ctx.namespace) from None
+        raise
+    return description.status
+
+
+async def running_handle(ctx: Ctx, workflow_id: str, action: str) -> WorkflowHandle[Any, Any]:
+    """The handle of a run that is still going; a clear error for unknown or finished runs."""
+    status = await describe_status(ctx, workflow_id)
+    if status != WorkflowExecutionStatus.RUNNING:
+        state = status.name.lower() if status else "closed"
+        raise CliError(f"run '{workflow_id}' has already finished ({state}); cannot {action}")
+    return ctx.client.get_workflow_handle(workflow_id)
+
+
+def split_names(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [n.strip() for n in value.split(",") if n.strip()]
+
+
+def exit_code_for(followed: Followed) -> int:
+    if followed.finish_reason in {"error", "cancelled"}:
+        return EXIT_RUN_NOT_OK
+    if followed.finish_reason is None and followed.closed_status not in {None, "COMPLETED"}:
+        return EXIT_RUN_NOT_OK
+    return EXIT_OK
+
+
+async def follow_run(ctx: Ctx, workflow_id: str, *, after: int = -1) -> int:
+    interactive = sys.stdin.isatty() and not ctx.out.json_mode
+    followed = await follow(
+        ctx.client,
+        workflow_id,
+        ctx.out,
+        after=after,
+        on_awaiting=interactive_approvals(ctx.out) if interactive else None,
+        on_waiting_for_message=interactive_session(ctx.out, workflow_id) if interactive else None,
+    )
+    return exit_code_for(followed)
+
+
+# ---------------------------------------------------------------- commands
+
+
+async def cmd_run(ctx: Ctx, args: argparse.Namespace) -> int:
+    options: dict[str, Any] = {
+        "keep_alive": args.keep_alive,
+        "on_approval_timeout": args.on_approval_timeout,
+    }
+    if args.max_rounds is not None:
+        options["max_rounds"] = args.max_rounds
+    if args.approval_timeout is not None:
+        options["approval_timeout_seconds"] = args.approval_timeout
+    if args.tools is not None:
+        options["tools"] = split_names(args.tools)
+    if args.approval_required is not None:
+        options["approval_required"] = split_names(args.approval_required)
+    run_input = AgentRunInput(
+        messages=[ChatMessage.user(args.prompt)], options=AgentRunOptions(**options)
+    )
+    workflow_id = args.id or f"agent-{uuid.uuid4().hex[:12]}"
+    queue = task_queue()
+    handle = await ctx.client.start_workflow(
+        names.WORKFLOW_TYPE, run_input, id=workflow_id, task_queue=queue
+    )
+    ctx.out.data({"workflow_id": workflow_id, "run_id": handle.result_run_id, "task_queue": queue})
+    ctx.out.line(f"started {workflow_id} on task queue {queue}")
+    if args.no_follow:
+        ctx.out.line(f"follow it: {cli_name()} watch {workflow_id}")
+        return EXIT_OK
+    return await follow_run(ctx, workflow_id)
+
+
+async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
+    action = "approve" if approved else "reject"
+    handle = await running_handle(ctx, args.workflow_id, f"{action} {args.call_id}")
+    response = ToolApprovalResponse(
+        call_id=args.call_id,
+        approved=approved,
+        reason=None if approved else args.reason,
+        approver=args.approver or default_approver(),
+    )
+    remaining: list[ToolCall] = await with_worker(
+        ctx,
+        handle.execute_update(names.UPDATE_SUBMIT_APPROVAL, response, result_type=list[ToolCall]),
+    )
+    ctx.out.data(
+        {
+            "workflow_id": args.workflow_id,
+            "call_id": args.call_id,
+            "approved": approved,
+            "approver": response.approver,
+            "still_pending": [c.model_dump(mode="json") for c in remaining],
+        }
+    )
+    verdict = "approved" if approved else f"rejected ({args.reason})"
+    left = ", ".join(c.id for c in remaining) or "none"
+    ctx.out.line(f"{args.call_id} {verdict} by {response.approver}; still pending: {left}")
+    return EXIT_OK
+
+
+async def cmd_approve(ctx: Ctx, args: argparse.Namespace) -> int:
+    return await _answer(ctx, args, approved=True)
+
+
+async def cmd_reject(ctx: Ctx, args: argparse.Namespace) -> int:
+    return await _answer(ctx, args, approved=False)
+
+
+async def cmd_cancel(ctx: Ctx, args: argparse.Namespace) -> int:
+    handle = await running_handle(ctx, args.workflow_id, "cancel it")
+    request = CancelRequest(reason=args.reason, immediate=args.immediate)
+    await handle.signal(names.SIGNAL_CANCEL, request.model_dump(exclude_none=True))
+    ctx.out.data({"workflow_id": args.workflow_id, "cancel": request.model_dump()})
+    how = "immediate " if args.immediate else ""
+    ctx.out.line(f"{how}cancel requested for {args.workflow_id}")
+    return EXIT_OK
+
+
+async def cmd_say(ctx: Ctx, args: argparse.Namespace) -> int:
+    handle = await running_handle(ctx, args.workflow_id, "send a message")
+    await handle.signal(names.SIGNAL_SEND_MESSAGE, {"content": args.text})
+    ctx.out.data({"workflow_id": args.workflow_id, "sent": args.text})
+    ctx.out.line(f"message sent to {args.workflow_id}")
+    return EXIT_OK
+
+
+async def cmd_watch(ctx: Ctx, args: argparse.Namespace) -> int:
+    await describe_status(ctx, args.workflow_id)  # a clear error for an unknown id
+    return await follow_run(ctx, args.workflow_id, after=args.after)
+
+
+async def cmd_history(ctx: Ctx, args: argparse.Namespace) -> int:
+    await describe_status(ctx, args.workflow_id)
+    handle = ctx.client.get_workflow_handle(args.workflow_id)
+    messages: list[ChatMessage] = await with_worker(
+        ctx, handle.query(names.QUERY_MESSAGES, result_type=list[ChatMessage])
+    )
+    events: list[AgentEvent] = await with_worker(ctx, fetch_events(handle, -1))
+    status: AgentStatus = await with_worker(ctx, fetch_status(handle))
+    if ctx.out.json_mode:
+        ctx.out.data(
+            {
+                "workflow_id": args.workflow_id,
+                "status": status.model_dump(mode="json"),
+                "messages": [m.model_dump(mode="json") for m in messages],
+                "events": [e.model_dump(mode="json") for e in events],
+            }
+        )
+        return EXIT_OK
+    ctx.out.line(f"run {args.workflow_id}: {status.phase}, round {status.round}")
+    if status.finish_reason:
+        ctx.out.line(f"finish reason: {status.finish_reason}")
+    ctx.out.line("")
+    ctx.out.line(f"messages ({len(messages)}):")
+    for message in messages:
+        for line in message_lines(message):
+            ctx.out.line(f"  {line}")
+    ctx.out.line("")
+    ctx.out.line(f"events ({len(events)}):")
+    for event in events:
+        ctx.out.line(f"  {event.seq:>4} {event_line(event)}")
+    return EXIT_OK
+
+
+INBOX_QUERY = (
+    f'WorkflowType="{names.WORKFLOW_TYPE}" AND {names.AGENT_STATUS.name}="awaiting_approval"'
+)
+
+
+async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
+    found = 0
+    try:
+        executions = [e async for e in ctx.client.list_workflows(INBOX_QUERY)]
+    except RPCError as err:
+        if err.status == RPCStatusCode.INVALID_ARGUMENT:
+            raise CliError(
+                f"cannot list runs by {names.AGENT_STATUS.name}: {err.message}"
+                " (start the worker once: it registers the search attributes)"
+            ) from None
+        raise
+    for execution in executions:
+        handle = ctx.client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        try:
+            status = await with_worker(ctx, fetch_status(handle))
+        except RPCError:
+            continue  # it finished between the listing and the query
+        if status.phase != "awaiting_approval" or not status.pending_approvals:
+            continue
+        found += 1
+        ctx.out.data(
+            {
+                "workflow_id": execution.id,
+                "run_id": execution.run_id,
+                "awaiting_since": status.awaiting_since.isoformat()
+                if status.awaiting_since
+                else None,
+                "pending": [c.model_dump(mode="json") for c in status.pending_approvals],
+            }
+        )
+        waited = age(status.awaiting_since)
+        ctx.out.line(f"{execution.id} (round {status.round}, waiting {waited}):")
+        for call in status.pending_approvals:
+            ctx.out.line(f"  {call.id} {call.name} {arguments_text(call.arguments)}")
+    if not found:
+        ctx.out.line("no runs are waiting for approval")
+    else:
+        ctx.out.line(f"answer: {cli_name()} approve|reject WORKFLOW_ID CALL_ID")
+    return EXIT_OK

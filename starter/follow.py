@@ -1,0 +1,231 @@
+"""Follow a run live: poll the `events` query with `after=<last seq>` and print each event once.
+
+Events carry gap-free sequence numbers that continue across continue-as-new generations, and the
+handle follows the latest run of the workflow id, so a follower never misses or repeats an event.
+When the run waits for approval, an `on_awaiting` callback decides (a person at a terminal, the
+demo, …); without one the follower prints how to answer and keeps following.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from starter.output import Output
+from starter.render import call_text
+from workflows import names
+from workflows.model import (
+    AgentEvent,
+    AgentStatus,
+    AwaitingApprovalEvent,
+    FinishedEvent,
+    FinishReason,
+    ToolApprovalResponse,
+    ToolCall,
+)
+
+POLL_SECONDS = 0.25
+IDLE_CHECK_EVERY = 6
+"""While nothing happens, look at the run's status every this many polls (≈1.5 s)."""
+
+AwaitingHandler = Callable[[WorkflowHandle[object, object], list[ToolCall]], Awaitable[None]]
+WaitingHandler = Callable[[WorkflowHandle[object, object]], Awaitable[bool]]
+
+
+@dataclass
+class Followed:
+    finish_reason: FinishReason | None
+    """None when following stopped before a `finished` event (a session left open, or a run that
+    ended without one, e.g. terminated)."""
+    last_seq: int
+    closed_status: str | None = None
+
+
+def cli_name() -> str:
+    return "python -m starter"
+
+
+async def fetch_events(handle: WorkflowHandle[object, object], after: int) -> list[AgentEvent]:
+    events: list[AgentEvent] = await handle.query(
+        names.QUERY_EVENTS, after, result_type=list[AgentEvent]
+    )
+    return events
+
+
+async def fetch_status(handle: WorkflowHandle[object, object]) -> AgentStatus:
+    status: AgentStatus = await handle.query(names.QUERY_STATUS, result_type=AgentStatus)
+    return status
+
+
+async def follow(
+    client: Client,
+    workflow_id: str,
+    out: Output,
+    *,
+    after: int = -1,
+    on_awaiting: AwaitingHandler | None = None,
+    on_waiting_for_message: WaitingHandler | None = None,
+) -> Followed:
+    """Print the run's events from `after` on until it finishes."""
+    handle: WorkflowHandle[object, object] = client.get_workflow_handle(workflow_id)
+    last = after
+    asked: set[str] = set()
+    idle = 0
+    session_hinted_at: int | None = None
+    while True:
+        try:
+            batch = await fetch_events(handle, last)
+        except (WorkflowQueryFailedError, RPCError):
+            description = await handle.describe()
+            if description.status != WorkflowExecutionStatus.RUNNING:
+                name = description.status.name if description.status else "UNKNOWN"
+                out.info(f"run ended without a finished event: {name}")
+                return Followed(None, last, name)
+            raise
+        awaiting = False
+        for event in batch:
+            out.event(event)
+            last = event.seq
+            if isinstance(event, FinishedEvent):
+                return Followed(event.finish_reason, last)
+            if isinstance(event, AwaitingApprovalEvent):
+                awaiting = True
+        if awaiting:
+            # Ask about (or explain how to answer) the calls that are still unanswered now, not
+            # those of an old event replayed from the log.
+            status = await fetch_status(handle)
+            if status.phase == "awaiting_approval":
+                calls = [c for c in status.pending_approvals if c.id not in asked]
+                asked.update(c.id for c in calls)
+                if calls and on_awaiting is not None:
+                    await on_awaiting(handle, calls)
+                    idle = 0
+                    continue
+                if calls:
+                    print_answer_hint(out, workflow_id, calls)
+        if batch:
+            idle = 0
+        else:
+            idle += 1
+            if idle % IDLE_CHECK_EVERY == 0:
+                description = await handle.describe()
+                if description.status != WorkflowExecutionStatus.RUNNING:
+                    # One last look: the finished event may have landed just before the close.
+                    tail = await _events_or_empty(handle, last)
+                    for event in tail:
+                        out.event(event)
+                        last = event.seq
+                        if isinstance(event, FinishedEvent):
+                            return Followed(event.finish_reason, last)
+                    name = description.status.name if description.status else "UNKNOWN"
+                    out.info(f"run ended without a finished event: {name}")
+                    return Followed(None, last, name)
+                if session_hinted_at != last:
+                    status = await fetch_status(handle)
+                    if status.phase == "waiting_for_message":
+                        session_hinted_at = last
+                        if on_waiting_for_message is not None:
+                            if not await on_waiting_for_message(handle):
+                                return Followed(None, last)
+                            session_hinted_at = None
+                        else:
+                            out.info(
+                                f"session open, waiting for a message:"
+                                f' {cli_name()} say {workflow_id} "…"'
+                                f" (end it: {cli_name()} cancel {workflow_id})"
+                            )
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def _events_or_empty(handle: WorkflowHandle[object, object], after: int) -> list[AgentEvent]:
+    try:
+        return await fetch_events(handle, after)
+    except (WorkflowQueryFailedError, RPCError):
+        return []
+
+
+def print_answer_hint(out: Output, workflow_id: str, pending: list[ToolCall]) -> None:
+    for call in pending:
+        out.info(f"  needs approval: {call_text(call)}")
+        out.info(f"    approve: {cli_name()} approve {workflow_id} {call.id}")
+        out.info(f'    reject:  {cli_name()} reject {workflow_id} {call.id} --reason "…"')
+
+
+async def _ask(prompt: str) -> str | None:
+    try:
+        return await asyncio.to_thread(input, prompt)
+    except EOFError:
+        return None
+
+
+def default_approver() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment (e.g. a bare container)
+        return "unknown"
+
+
+def interactive_approvals(out: Output, approver: str | None = None) -> AwaitingHandler:
+    """Ask a person at the terminal about each pending call; answers go through the
+    `submit_approval` update, so a refusal comes back and is shown."""
+    who = approver or default_approver()
+
+    async def decide(handle: WorkflowHandle[object, object], calls: list[ToolCall]) -> None:
+        for call in calls:
+            while True:
+                answer = await _ask(f"approve {call_text(call)}? [y]es / [n]o / [s]kip: ")
+                if answer is None:
+                    return
+                choice = answer.strip().lower()
+                if choice in {"y", "yes", "n", "no", "s", "skip", ""}:
+                    break
+            if choice in {"s", "skip", ""}:
+                out.info(f"  skipped {call.id}: answer later with approve/reject")
+                continue
+            reason: str | None = None
+            approved = choice in {"y", "yes"}
+            if not approved:
+                reason = (await _ask("reason (empty: User denied): ") or "").strip() or None
+            response = ToolApprovalResponse(
+                call_id=call.id, approved=approved, reason=reason, approver=who
+            )
+            try:
+                await handle.execute_update(
+                    names.UPDATE_SUBMIT_APPROVAL, response, result_type=list[ToolCall]
+                )
+            except WorkflowUpdateFailedError as err:
+                cause = err.cause
+                why = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+                out.info(f"  not accepted: {why}")
+
+    return decide
+
+
+def interactive_session(out: Output, workflow_id: str) -> WaitingHandler:
+    """Between turns of a `--keep-alive` session: ask for the next message (empty: stop following;
+    the session stays open)."""
+
+    async def next_message(handle: WorkflowHandle[object, object]) -> bool:
+        text = await _ask("you (empty: leave the session open and stop following): ")
+        if text is None or not text.strip():
+            out.info(
+                f"left session {workflow_id} open:"
+                f' {cli_name()} say {workflow_id} "…" / {cli_name()} cancel {workflow_id}'
+            )
+            return False
+        await handle.signal(names.SIGNAL_SEND_MESSAGE, {"content": text})
+        return True
+
+    return next_message

@@ -1,0 +1,36 @@
+"""Where the command line writes: people get a transcript on stdout; with `--json`, stdout carries
+only JSON (one object per line) and the remarks for people go to stderr."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from starter.render import event_json, event_line
+from workflows.model import AgentEvent
+
+
+class Output:
+    def __init__(self, json_mode: bool = False) -> None:
+        self.json_mode = json_mode
+
+    def event(self, event: AgentEvent) -> None:
+        print(event_json(event) if self.json_mode else event_line(event), flush=True)
+
+    def info(self, text: str) -> None:
+        """A remark for people (stderr in JSON mode, so stdout stays parseable)."""
+        print(text, file=sys.stderr if self.json_mode else sys.stdout, flush=True)
+
+    def line(self, text: str) -> None:
+        """Human output; nothing in JSON mode."""
+        if not self.json_mode:
+            print(text, flush=True)
+
+    def data(self, obj: Any) -> None:
+        """Machine output; nothing in human mode."""
+        if self.json_mode:
+            print(json.dumps(obj, ensure_ascii=False, default=str), flush=True)
+
+    def error(self, text: str) -> None:
+        print(f"error: {text}", file=sys.stderr, flush=True)

@@ -1,0 +1,61 @@
+"""`python -m starter demo` as a user runs it: once on the session dev server (a server answers at
+TEMPORAL_ADDRESS), once with nothing at the address (it starts and stops its own embedded server).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from temporalio.client import Client
+
+from tests.test_starter import Result, starter
+
+EXPECTED_LINES = [
+    '[r1] tool_call call_2 delete_path {"path": "logs"} (needs approval)',
+    "[r1] approval call_2 approved by demo",
+    "[r0] approval call_1 rejected by demo: check what is in tmp first",
+    "[r0] tool_result call_1 run_command: Rejected: check what is in tmp first",
+    "[r1] error: Agent run cancelled",
+    "finished: cancelled",
+]
+
+
+def demo_env(address: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "AGENT_"))}
+    env["TEMPORAL_ADDRESS"] = address
+    # The demo always uses the scripted model, even when an LLM is configured.
+    env["LLM_BASE_URL"] = "http://127.0.0.1:9/v1"
+    return env
+
+
+def check_transcript(result: Result) -> list[str]:
+    assert result.code == 0, result
+    lines = result.stdout.splitlines()
+    for expected in EXPECTED_LINES:
+        assert expected in lines, (expected, result.stdout)
+    assert any(line.startswith("assistant: Deleted logs.") for line in lines)
+    assert any(
+        line.startswith("assistant: ") and "check what is in tmp first" in line for line in lines
+    )
+    assert "model: scripted (rule-based, not an LLM)" in result.stdout
+    assert "FAIL" not in result.stdout
+    assert lines[-1].startswith("demo passed")
+    return lines
+
+
+async def test_demo_on_a_running_server(client: Client) -> None:
+    address = client.service_client.config.target_host
+    result = await starter("demo", env=demo_env(address), timeout=90)
+    lines = check_transcript(result)
+    assert lines[0] == f"using the Temporal server at {address} (namespace default)"
+
+
+async def test_demo_starts_its_own_server() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = await starter("demo", env=demo_env(f"127.0.0.1:{port}"), timeout=120)
+    lines = check_transcript(result)
+    assert lines[0].startswith(f"no Temporal server at 127.0.0.1:{port}; starting an embedded")
+    assert "Temporal Server:" not in result.stdout  # the server's banner is kept out

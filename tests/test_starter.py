@@ -1,0 +1,410 @@
+"""The starter command line against the session dev server, with an in-process worker (the real
+activities, the scripted model, a temporary workspace) on a fresh task queue.
+
+Every command runs as a real `python -m starter …` subprocess (asyncio subprocess, so the
+in-process worker keeps running meanwhile) with TEMPORAL_ADDRESS and AGENT_TASK_QUEUE in its
+environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+
+from activities.settings import Settings
+from tests.helpers import events, status, wait_for_phase, wait_until
+from worker import run_worker
+from workflows.model import AgentRunResult
+
+REPO = Path(__file__).resolve().parent.parent
+SEED_FILES = {
+    "logs/app.log": "INFO started\n",
+    "logs/old.log": "INFO old\n",
+    "notes.txt": "remember the milk\n",
+    "tmp/cache.bin": "cache",
+}
+
+
+@dataclass
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Agent:
+    client: Client
+    address: str
+    queue: str
+    workspace: Path
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "LLM_", "AGENT_"))
+        }
+        env.update(TEMPORAL_ADDRESS=self.address, AGENT_TASK_QUEUE=self.queue)
+        env.update(extra)
+        return env
+
+    async def cli(self, *args: str, timeout: float = 60.0, **env: str) -> Result:
+        return await starter(*args, env=self.env(**env), timeout=timeout)
+
+    def handle(self, workflow_id: str) -> WorkflowHandle[Any, AgentRunResult]:
+        return self.client.get_workflow_handle(workflow_id, result_type=AgentRunResult)
+
+
+async def starter(*args: str, env: dict[str, str], timeout: float = 60.0) -> Result:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "starter",
+        *args,
+        cwd=REPO,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise
+    assert proc.returncode is not None
+    return Result(proc.returncode, out.decode(), err.decode())
+
+
+def seed(workspace: Path) -> Path:
+    for relative, content in SEED_FILES.items():
+        path = workspace / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content)
+    return workspace
+
+
+@pytest.fixture
+async def agent(client: Client, task_queue: str, tmp_path: Path) -> AsyncIterator[Agent]:
+    workspace = seed(tmp_path / "workspace")
+    settings = Settings.from_env(
+        {"AGENT_WORKSPACE": str(workspace), "AGENT_STATE_DIR": str(tmp_path / "state")}
+    )
+    stop, ready = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(
+        run_worker(client, settings, queue=task_queue, stop=stop, ready=lambda _q: ready.set())
+    )
+    await asyncio.wait_for(ready.wait(), 30)
+    try:
+        yield Agent(client, client.service_client.config.target_host, task_queue, workspace)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+def new_id() -> str:
+    return f"cli-{uuid.uuid4().hex[:10]}"
+
+
+async def start_waiting(agent: Agent, prompt: str, call_id: str) -> str:
+    """`run --no-follow`, then wait until the run waits for `call_id`."""
+    workflow_id = new_id()
+    result = await agent.cli("run", "--no-follow", "--id", workflow_id, prompt)
+    assert result.code == 0, result
+    assert f"started {workflow_id} on task queue {agent.queue}" in result.stdout
+    st = await wait_for_phase(agent.handle(workflow_id), "awaiting_approval")
+    assert [c.id for c in st.pending_approvals] == [call_id]
+    return workflow_id
+
+
+async def test_approve_then_watch(agent: Agent) -> None:
+    workflow_id = await start_waiting(agent, "Please delete the logs folder", "call_2")
+    result = await agent.cli("approve", workflow_id, "call_2", "--approver", "ann")
+    assert result.code == 0, result
+    assert "call_2 approved by ann; still pending: none" in result.stdout
+
+    watched = await agent.cli("watch", workflow_id)
+    assert watched.code == 0, watched
+    lines = watched.stdout.splitlines()
+    assert '[r0] tool_call call_1 list_dir {"path": "."}' in lines
+    assert '[r1] tool_call call_2 delete_path {"path": "logs"} (needs approval)' in lines
+    assert "[r1] approval call_2 approved by ann" in lines
+    assert any(line.startswith("assistant: Deleted logs.") for line in lines)
+    assert lines[-1] == "finished: stop"
+    assert not (agent.workspace / "logs").exists()
+
+
+async def test_reject_with_reason(agent: Agent) -> None:
+    workflow_id = await start_waiting(agent, "run: rm -rf tmp", "call_1")
+    result = await agent.cli(
+        "reject", workflow_id, "call_1", "--reason", "check what is in tmp first"
+    )
+    assert result.code == 0, result
+    assert "call_1 rejected (check what is in tmp first)" in result.stdout
+
+    watched = await agent.cli("watch", workflow_id)
+    assert watched.code == 0, watched
+    assert "tool_result call_1 run_command: Rejected: check what is in tmp first" in watched.stdout
+    reply = [line for line in watched.stdout.splitlines() if line.startswith("assistant: ")]
+    assert reply and "check what is in tmp first" in reply[-1]
+    assert (agent.workspace / "tmp" / "cache.bin").exists()
+
+
+async def test_cancel_while_waiting(agent: Agent) -> None:
+    workflow_id = await start_waiting(agent, "Please delete notes.txt", "call_2")
+    result = await agent.cli("cancel", workflow_id, "--reason", "changed my mind")
+    assert result.code == 0, result
+    assert f"cancel requested for {workflow_id}" in result.stdout
+
+    watched = await agent.cli("watch", workflow_id)
+    assert watched.code == 3, watched  # followed a run that ended cancelled
+    assert watched.stdout.splitlines()[-2:] == [
+        "[r1] error: Agent run cancelled",
+        "finished: cancelled",
+    ]
+    assert (agent.workspace / "notes.txt").exists()
+
+    again = await agent.cli("cancel", workflow_id)
+    assert again.code == 1
+    assert f"run '{workflow_id}' has already finished" in again.stderr
+
+
+async def test_run_follows_and_prints_how_to_answer(agent: Agent) -> None:
+    """Not a TTY: `run` prints how to answer, keeps following, and ends with the run."""
+    workflow_id = new_id()
+    follower = asyncio.create_task(
+        agent.cli("run", "--id", workflow_id, "Please delete the logs folder")
+    )
+    handle = agent.handle(workflow_id)
+    await wait_until(lambda: _exists(agent, workflow_id))
+    await wait_for_phase(handle, "awaiting_approval")
+    await asyncio.sleep(1.5)  # let the follower see the awaiting_approval event
+    answer = await agent.cli("approve", workflow_id, "call_2", "--approver", "bob")
+    assert answer.code == 0, answer
+    result = await asyncio.wait_for(follower, 60)
+    assert result.code == 0, result
+    assert f"python -m starter approve {workflow_id} call_2" in result.stdout
+    assert "[r1] approval call_2 approved by bob" in result.stdout
+    assert result.stdout.splitlines()[-1] == "finished: stop"
+
+
+async def _exists(agent: Agent, workflow_id: str) -> bool:
+    try:
+        await agent.handle(workflow_id).describe()
+    except Exception:
+        return False
+    return True
+
+
+async def test_run_without_approvals_and_json(agent: Agent) -> None:
+    workflow_id = new_id()
+    result = await agent.cli("--json", "run", "--id", workflow_id, "read notes.txt")
+    assert result.code == 0, result
+    objects = [json.loads(line) for line in result.stdout.splitlines()]
+    assert objects[0]["workflow_id"] == workflow_id
+    assert objects[0]["task_queue"] == agent.queue
+    evts = objects[1:]
+    assert [e["seq"] for e in evts] == list(range(len(evts)))
+    assert [e["type"] for e in evts] == ["tool_call", "tool_result", "text_delta", "finished"]
+    assert "remember the milk" in evts[2]["delta"]
+    assert evts[-1]["finish_reason"] == "stop"
+
+    history = await agent.cli("history", workflow_id, "--json")
+    assert history.code == 0, history
+    data = json.loads(history.stdout)
+    assert [m["role"] for m in data["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert data["status"]["phase"] == "finished"
+    assert len(data["events"]) == 4
+
+
+async def test_run_options_reach_the_workflow(agent: Agent) -> None:
+    workflow_id = new_id()
+    result = await agent.cli(
+        "run",
+        "--no-follow",
+        "--id",
+        workflow_id,
+        "--max-rounds",
+        "5",
+        "--approval-timeout",
+        "3600",
+        "--on-approval-timeout",
+        "reject",
+        "--tools",
+        "list_dir,read_file",
+        "--approval-required",
+        "read_file",
+        "read notes.txt",
+    )
+    assert result.code == 0, result
+    # read_file needs approval in this run only
+    st = await wait_for_phase(agent.handle(workflow_id), "awaiting_approval")
+    assert [c.name for c in st.pending_approvals] == ["read_file"]
+    await agent.cli("cancel", workflow_id, "--immediate")
+    await agent.handle(workflow_id).result()
+
+
+async def test_say_and_history_in_a_session(agent: Agent) -> None:
+    workflow_id = new_id()
+    result = await agent.cli("run", "--no-follow", "--keep-alive", "--id", workflow_id, "list")
+    assert result.code == 0, result
+    handle = agent.handle(workflow_id)
+    await wait_for_phase(handle, "waiting_for_message")
+    said = await agent.cli("say", workflow_id, "read notes.txt")
+    assert said.code == 0, said
+    assert f"message sent to {workflow_id}" in said.stdout
+
+    async def answered() -> bool:
+        evts = await events(handle)
+        st = await status(handle)
+        return st.phase == "waiting_for_message" and sum(e.type == "text_delta" for e in evts) == 2
+
+    await wait_until(answered)
+    history = await agent.cli("history", workflow_id)
+    assert history.code == 0, history
+    assert f"run {workflow_id}: waiting_for_message" in history.stdout
+    assert "  user: list" in history.stdout
+    assert "  user: read notes.txt" in history.stdout
+    assert "tool call_2 (read_file):" in history.stdout
+    assert "events (" in history.stdout
+    await agent.cli("cancel", workflow_id)
+    assert (await handle.result()).finish_reason == "cancelled"
+
+
+async def test_pending_lists_waiting_runs(agent: Agent) -> None:
+    workflow_id = await start_waiting(agent, "Please delete the logs folder", "call_2")
+
+    async def listed() -> Result | None:
+        result = await agent.cli("pending")
+        return result if workflow_id in result.stdout else None
+
+    result = await wait_until(listed, timeout=30, interval=0.5)
+    assert result.code == 0
+    lines = result.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(workflow_id))
+    assert "waiting" in lines[at]
+    assert lines[at + 1].strip() == 'call_2 delete_path {"path": "logs"}'
+
+    as_json = await agent.cli("pending", "--json")
+    assert as_json.code == 0
+    runs = [json.loads(line) for line in as_json.stdout.splitlines()]
+    mine = next(r for r in runs if r["workflow_id"] == workflow_id)
+    assert mine["pending"] == [
+        {"id": "call_2", "name": "delete_path", "arguments": '{"path": "logs"}'}
+    ]
+    assert mine["awaiting_since"]
+    await agent.cli("cancel", workflow_id)
+
+
+async def test_unknown_workflow_id(agent: Agent) -> None:
+    for args in (
+        ("approve", "no-such-run", "call_1"),
+        ("cancel", "no-such-run"),
+        ("watch", "no-such-run"),
+        ("history", "no-such-run"),
+        ("say", "no-such-run", "hi"),
+    ):
+        result = await agent.cli(*args)
+        assert result.code == 1, (args, result)
+        assert "error: no workflow with id 'no-such-run' in namespace 'default'" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+async def test_update_rejected_shows_the_workflows_reason(agent: Agent) -> None:
+    workflow_id = await start_waiting(agent, "Please delete the logs folder", "call_2")
+    result = await agent.cli("approve", workflow_id, "call_7")
+    assert result.code == 1
+    assert "the workflow rejected the answer: unknown call id 'call_7' (waiting: call_2)" in (
+        result.stderr
+    )
+    ok = await agent.cli("reject", workflow_id, "call_2", "--reason", "no")
+    assert ok.code == 0, ok
+    await agent.handle(workflow_id).result()
+
+    late = await agent.cli("approve", workflow_id, "call_2")
+    assert late.code == 1
+    assert f"run '{workflow_id}' has already finished (completed); cannot approve" in late.stderr
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_no_server() -> None:
+    port = _closed_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
+    env["TEMPORAL_ADDRESS"] = f"127.0.0.1:{port}"
+    result = await starter("approve", "w", "call_1", env=env)
+    assert result.code == 1
+    assert result.stderr.startswith(f"error: cannot reach Temporal at 127.0.0.1:{port}")
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+async def test_usage_errors() -> None:
+    result = await starter("reject", "w", "call_1", env=dict(os.environ))  # --reason missing
+    assert result.code == 2
+    assert "--reason" in result.stderr
+
+
+async def test_interactive_run_at_a_terminal(agent: Agent) -> None:
+    """stdin is a TTY: `run` asks about the pending call; a rejection with a reason goes through
+    the update and reaches the model."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    workflow_id = new_id()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "starter",
+        "run",
+        "--id",
+        workflow_id,
+        "Please delete the logs folder",
+        cwd=REPO,
+        env=agent.env(USER="carol", LOGNAME="carol"),
+        stdin=terminal,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    os.close(terminal)
+    assert proc.stdout is not None
+    seen = ""
+
+    async def read_until(text: str) -> None:
+        nonlocal seen
+        assert proc.stdout is not None
+        while text not in seen:
+            chunk = await asyncio.wait_for(proc.stdout.read(256), 30)
+            assert chunk, seen
+            seen += chunk.decode()
+
+    try:
+        await read_until('approve call_2 delete_path {"path": "logs"}? [y]es / [n]o / [s]kip: ')
+        os.write(controller, b"n\n")
+        await read_until("reason (empty: User denied): ")
+        os.write(controller, b"keep the logs\n")
+        await read_until("finished: stop")
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        os.close(controller)
+    assert "[r1] approval call_2 rejected by carol: keep the logs" in seen
+    assert "Your reason: keep the logs" in seen
+    assert (agent.workspace / "logs").exists()

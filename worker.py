@@ -1,0 +1,139 @@
+"""The worker: hosts AgentWorkflow and its activities (call_llm, execute_tool, list_tools).
+
+    python worker.py
+
+Connects the way every Temporal program does (`temporalio.envconfig`: TEMPORAL_ADDRESS,
+TEMPORAL_NAMESPACE, TLS, API key, profiles; default localhost:7233), registers the search
+attributes the approval inbox needs, and polls the task queue (AGENT_TASK_QUEUE, default `agent`)
+until SIGINT or SIGTERM, then shuts down gracefully: in-flight activities are cancelled and
+Temporal retries them elsewhere or later.
+
+The LLM settings (LLM_BASE_URL, LLM_API_KEY, LLM_MODEL, LLM_STREAM) and the tools' workspace
+(AGENT_WORKSPACE) are read here only; none of them enters workflow input, events or history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Callable
+from contextlib import suppress
+from datetime import timedelta
+
+import httpx
+from temporalio.client import Client
+from temporalio.service import RPCError
+from temporalio.worker import Worker
+
+from activities.agent_activities import AgentActivities
+from activities.settings import Settings
+from activities.tools import build_default_registry
+from starter.connect import connect, connect_config, task_queue
+from starter.search_attributes import ensure_search_attributes
+from workflows.agent import AgentWorkflow
+
+GRACEFUL_SHUTDOWN_SECONDS = 10.0
+
+
+def provider_name(settings: Settings) -> str:
+    """`scripted` (the rule-based stand-in) unless LLM_BASE_URL points at a real endpoint."""
+    return "openai-compatible" if settings.llm_base_url else "scripted"
+
+
+async def run_worker(
+    client: Client,
+    settings: Settings,
+    *,
+    queue: str | None = None,
+    stop: asyncio.Event | None = None,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Run a worker on `queue` (default: AGENT_TASK_QUEUE or `agent`) until `stop` is set.
+
+    `ready(queue)` is called once the worker polls. Without `stop`, runs until cancelled.
+    The demo and the tests host the worker in-process through this function.
+    """
+    queue = queue or task_queue()
+    stop = stop or asyncio.Event()
+    registry = build_default_registry(
+        settings.workspace, command_timeout_seconds=settings.command_timeout_seconds
+    )
+    async with httpx.AsyncClient() as http:
+        acts = AgentActivities(client, settings, registry, http)
+        worker = Worker(
+            client,
+            task_queue=queue,
+            workflows=[AgentWorkflow],
+            activities=acts.all(),
+            graceful_shutdown_timeout=timedelta(seconds=GRACEFUL_SHUTDOWN_SECONDS),
+            # Cancellation reaches an activity only with a heartbeat the server answers; the
+            # default throttle (up to 80% of the heartbeat timeout) would delay an immediate
+            # cancel by tens of seconds.
+            max_heartbeat_throttle_interval=timedelta(milliseconds=500),
+            default_heartbeat_throttle_interval=timedelta(milliseconds=500),
+        )
+        async with worker:
+            if ready is not None:
+                ready(queue)
+            await stop.wait()
+
+
+async def _main() -> int:
+    address = str(connect_config().get("target_host"))
+    try:
+        client = await connect()
+    except Exception as err:  # connection problems are the user's to fix: say so in one line
+        print(f"worker: cannot reach Temporal at {address}: {err}", file=sys.stderr, flush=True)
+        return 1
+    try:
+        await ensure_search_attributes(client)
+    except RPCError as err:  # e.g. Temporal Cloud: workers may not add search attributes
+        print(
+            f"worker: could not register the search attributes AgentStatus and"
+            f" AgentPendingApprovals ({err.message}); AgentWorkflow sets them, so create them"
+            f" once for this namespace",
+            file=sys.stderr,
+            flush=True,
+        )
+    try:
+        settings = Settings.from_env()
+    except ValueError as err:  # a bad setting: say which
+        print(f"worker: {err}", file=sys.stderr, flush=True)
+        return 2
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    def ready(queue: str) -> None:
+        print(
+            f"worker ready task_queue={queue} address={address}"
+            f" provider={provider_name(settings)} workspace={settings.workspace}",
+            flush=True,
+        )
+
+    await run_worker(client, settings, stop=stop, ready=ready)
+    print("worker stopped", flush=True)
+    return 0
+
+
+def _exit(code: int) -> None:
+    # Known SDK wart (temporalio/sdk-python issue 300): a process that used a Temporal client can
+    # crash (SIGSEGV/SIGABRT) during interpreter shutdown, after all its work is done, when the
+    # Rust core is torn down. We flush and leave with os._exit so the exit code is ours.
+    with suppress(Exception):
+        sys.stdout.flush()
+    with suppress(Exception):
+        sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    try:
+        exit_code = asyncio.run(_main())
+    except KeyboardInterrupt:
+        exit_code = 130
+    _exit(exit_code)
