@@ -27,6 +27,7 @@ from activities.heartbeat import heartbeat_now, heartbeating
 from activities.llm import OpenAIChatClient
 from activities.scripted import scripted_reply
 from activities.settings import Settings
+from activities.streaming import DeltaPublisher, chunks
 from activities.tools import ToolError, ToolRegistry
 from workflows import names
 from workflows.model import ChatMessage, LlmRequest, LlmResponse, ToolRequest, ToolSpec
@@ -150,17 +151,39 @@ class AgentActivities:
 
     @activity.defn(name=names.ACTIVITY_CALL_LLM)
     async def call_llm(self, request: LlmRequest) -> LlmResponse:
-        async with heartbeating():
+        async with heartbeating(), self._live_text(request) as live:
             messages = await self._conversation(request)
             specs = [s for s in self._registry.specs() if s.name in request.tools]
             if self._llm is None:
-                return scripted_reply(messages, [s.name for s in specs])
+                reply = scripted_reply(messages, [s.name for s in specs])
+                for piece in chunks(reply.message.content):
+                    live.add(piece)
+                    live.cut()
+                return reply
             activity.logger.info(
                 "calling the model: %d messages, %d tools", len(messages), len(specs)
             )
             return await self._llm.complete(
-                messages, specs, model=request.model, temperature=request.temperature
+                messages,
+                specs,
+                model=request.model,
+                temperature=request.temperature,
+                on_text=live.add,
             )
+
+    def _live_text(self, request: LlmRequest) -> DeltaPublisher:
+        """The live view of this call's text: batches on the run's stream (`deltas` topic)."""
+        info = activity.info()
+        return DeltaPublisher(
+            self._client,
+            request.workflow_id,
+            round=request.round,
+            call=f"{info.workflow_run_id or request.run_id}/{info.activity_id}",
+            attempt=info.attempt,
+            interval=self._settings.stream_flush_seconds,
+            max_chars=self._settings.stream_flush_chars,
+            enabled=self._settings.stream_deltas,
+        )
 
     async def _conversation(self, request: LlmRequest) -> list[ChatMessage]:
         """The first `message_count` messages of the run, read with the `messages` query (the

@@ -144,6 +144,8 @@ class _Assembly:
     calls: dict[int, _PartialCall] = field(default_factory=dict)
     usage: Usage | None = None
     finished: bool = False
+    on_text: Callable[[str], None] | None = None
+    """Called with each piece of text as it arrives (the live stream)."""
 
     def add_chunk(self, chunk: dict[str, Any]) -> None:
         usage = chunk.get("usage")
@@ -156,6 +158,8 @@ class _Assembly:
             content = delta.get("content")
             if isinstance(content, str):
                 self.text.append(content)
+                if content and self.on_text is not None:
+                    self.on_text(content)
             for position, fragment in enumerate(delta.get("tool_calls") or []):
                 index = fragment.get("index", position)
                 partial = self.calls.setdefault(int(index), _PartialCall())
@@ -249,7 +253,10 @@ class OpenAIChatClient:
         *,
         model: str | None = None,
         temperature: float | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> LlmResponse:
+        """One chat completion. `on_text` (optional) gets the reply's text piece by piece as it
+        streams in; it must not raise or block. The returned message is the only result."""
         body = self.request_body(messages, tools, model=model, temperature=temperature)
         headers = {"Accept": "text/event-stream" if self._stream else "application/json"}
         if self._api_key:
@@ -264,9 +271,12 @@ class OpenAIChatClient:
                     raise self._http_error(response, raw)
                 content_type = response.headers.get("content-type", "").lower()
                 if "text/event-stream" in content_type:
-                    return await self._read_stream(response)
+                    return await self._read_stream(response, on_text)
                 raw = (await response.aread()).decode("utf-8", errors="replace")
-                return self._parse_json_reply(raw, response.status_code, content_type)
+                reply = self._parse_json_reply(raw, response.status_code, content_type)
+                if on_text is not None and reply.message.content:
+                    on_text(reply.message.content)
+                return reply
         except httpx.TimeoutException as err:
             raise ApplicationError(
                 f"LLM request timed out ({type(err).__name__}) at {self._url}",
@@ -358,8 +368,10 @@ class OpenAIChatClient:
             usage=_usage(usage) if isinstance(usage, dict) else Usage(),
         )
 
-    async def _read_stream(self, response: httpx.Response) -> LlmResponse:
-        assembly = _Assembly()
+    async def _read_stream(
+        self, response: httpx.Response, on_text: Callable[[str], None] | None = None
+    ) -> LlmResponse:
+        assembly = _Assembly(on_text=on_text)
         done = False
         async for line in response.aiter_lines():
             self._heartbeat()

@@ -47,6 +47,14 @@ class Settings:
     the workspace; default: a `.agent-state` folder next to it."""
     llm_timeout_seconds: float = 120.0
     """`LLM_TIMEOUT_SECONDS`: the longest silence tolerated from the provider (per read)."""
+    stream_deltas: bool = True
+    """`AGENT_STREAM_DELTAS=false`: `call_llm` does not publish the model's text live (the
+    workflow's own events are still on the live stream)."""
+    stream_flush_seconds: float = 0.2
+    """`AGENT_STREAM_FLUSH_SECONDS`: how often streamed text is sent to the workflow (one
+    signal, a few history events, per flush)."""
+    stream_flush_chars: int = 2_000
+    """`AGENT_STREAM_FLUSH_CHARS`: send earlier when this much text is waiting."""
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -66,6 +74,8 @@ class Settings:
         state_raw = (env.get("AGENT_STATE_DIR") or "").strip()
         state_dir = Path(state_raw).expanduser().resolve() if state_raw else None
         stream = (env.get("LLM_STREAM") or "true").strip().lower() not in _FALSE
+        stream_deltas = (env.get("AGENT_STREAM_DELTAS") or "true").strip().lower() not in _FALSE
+        flush_chars = int(_float(env, "AGENT_STREAM_FLUSH_CHARS", 2_000))
         settings = cls(
             llm_base_url=base_url.rstrip("/") if base_url else None,
             llm_api_key=api_key,
@@ -75,6 +85,9 @@ class Settings:
             llm_stream=stream,
             state_dir=state_dir,
             llm_timeout_seconds=_float(env, "LLM_TIMEOUT_SECONDS", 120.0),
+            stream_deltas=stream_deltas,
+            stream_flush_seconds=_float(env, "AGENT_STREAM_FLUSH_SECONDS", 0.2),
+            stream_flush_chars=max(1, flush_chars),
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:

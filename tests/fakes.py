@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio import activity
+from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from workflows import names
@@ -74,6 +75,10 @@ class FakeAgentActivities:
     tool_requests: list[ToolRequest] = field(default_factory=list)
     llm_cancelled: int = 0
     tools_cancelled: int = 0
+    client: Client | None = None
+    """When set, `call_llm` reads the prefix of the history it was asked about (the
+    `messages` query, cut to `message_count`, as the real activity does) into `llm_prefixes`."""
+    llm_prefixes: list[list[ChatMessage]] = field(default_factory=list)
 
     def activities(self) -> list[Callable[..., Any]]:
         @activity.defn(name=names.ACTIVITY_LIST_TOOLS)
@@ -84,6 +89,10 @@ class FakeAgentActivities:
         async def call_llm(request: LlmRequest) -> LlmResponse:
             self.llm_requests.append(request)
             index = len(self.llm_requests) - 1
+            if self.client is not None:
+                handle = self.client.get_workflow_handle(request.workflow_id, run_id=request.run_id)
+                history = await handle.query(names.QUERY_MESSAGES, result_type=list[ChatMessage])
+                self.llm_prefixes.append(history[: request.message_count])
             try:
                 await self._sleep_heartbeating(self.llm_delay)
             except asyncio.CancelledError:

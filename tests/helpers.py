@@ -63,3 +63,25 @@ async def wait_for_phase(
 
 def event_types(items: list[AgentEvent]) -> list[str]:
     return [e.type for e in items]
+
+
+def worker_for(client: Client, task_queue: str, fake: Any, **kwargs: Any) -> Any:
+    """A Worker running AgentWorkflow with the fake activities of `fake` (a FakeAgentActivities)."""
+    from temporalio.worker import Worker
+
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[AgentWorkflow],
+        activities=fake.activities(),
+        **kwargs,
+    )
+
+
+def of_type(items: list[AgentEvent], kind: str) -> list[Any]:
+    """The events of one type, in order."""
+    return [e for e in items if e.type == kind]
+
+
+def tool_messages(history: list[ChatMessage]) -> list[ChatMessage]:
+    return [m for m in history if m.role == "tool"]

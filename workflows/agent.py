@@ -14,6 +14,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RawValue, RetryPolicy
+from temporalio.contrib.workflow_streams import PublishInput, WorkflowStream, WorkflowStreamState
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
@@ -66,6 +67,13 @@ TOOL_CONTENT_LIMIT = 16_000
 """A tool message carries at most this many characters (the tools bound their output too)."""
 MAX_CONVERSATION_BYTES = 1_000_000
 """The model is never sent more than this; it also keeps the continue-as-new hand-over small."""
+STREAM_CARRIED_ITEMS = 2_000
+STREAM_CARRIED_BYTES = 128_000
+"""A new generation keeps at most this tail of the live stream (items, encoded bytes)."""
+STREAM_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
+
+HEARTBEAT_TIMEOUT = timedelta(seconds=20)
+"""Activities heartbeat every 0.5 s; a worker that dies mid-activity is noticed after this."""
 
 LLM_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -117,6 +125,10 @@ class AgentWorkflow:
         self._batch_results: dict[str, str] = {}
         self._batch: list[ToolCall] = []
         self._published: tuple[str, int] | None = None
+        # The live view (temporalio.contrib.workflow_streams): every emitted event on the
+        # `events` topic; `call_llm` publishes the model's text on `deltas`.
+        self._stream = WorkflowStream(prior_state=carried.stream if carried else None)
+        self._events_topic = self._stream.topic(names.STREAM_EVENTS)
 
     # ------------------------------------------------------------------ run
 
@@ -134,7 +146,9 @@ class AgentWorkflow:
             if input.continued is None:
                 self._warn_unknown_options()
                 self._apply_seed_responses()
-            return await self._loop()
+            result = await self._loop()
+            await self._close_stream()
+            return result
         except BaseException as err:
             if not _cancellation_of(err) or self._finish_reason is not None:
                 raise
@@ -142,6 +156,7 @@ class AgentWorkflow:
             # let the execution close as Canceled.
             self._close_interrupted_batch()
             self._finish("cancelled", CANCELLED_MESSAGE)
+            await self._close_stream()
             raise
 
     async def _loop(self) -> AgentRunResult:
@@ -150,6 +165,7 @@ class AgentWorkflow:
             if self._cancel is not None:
                 return self._finish("cancelled", CANCELLED_MESSAGE)
             if self._should_continue_as_new():
+                self._stream.detach_pollers()  # live subscribers follow on to the next run
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 self._continue_as_new()
             # 2. Answers to apply (or a batch that needs none): resume from the messages.
@@ -210,7 +226,7 @@ class AgentWorkflow:
             request,
             result_type=LlmResponse,
             start_to_close_timeout=timedelta(minutes=10),
-            heartbeat_timeout=timedelta(seconds=60),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=LLM_RETRY,
             summary=f"llm round {self._round}",
         )
@@ -218,7 +234,9 @@ class AgentWorkflow:
         try:
             response: LlmResponse = await handle
         except ActivityError as err:
-            if _cancellation_of(err) and self._cancel is not None:
+            if _cancellation_of(err):
+                if self._cancel is None:
+                    raise  # Temporal's own cancellation: run() ends the run as cancelled
                 return None
             cause = err.cause
             detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
@@ -277,7 +295,7 @@ class AgentWorkflow:
             ),
             result_type=str,
             start_to_close_timeout=timedelta(minutes=5),
-            heartbeat_timeout=timedelta(seconds=30),
+            heartbeat_timeout=HEARTBEAT_TIMEOUT,
             retry_policy=_tool_retry(spec),
             summary=f"tool {call.name} {call.id}",
         )
@@ -285,10 +303,17 @@ class AgentWorkflow:
         try:
             content = await handle
         except ActivityError as err:
-            if _cancellation_of(err) and self._cancel is not None:
+            if _cancellation_of(err):
+                if self._cancel is None:
+                    raise  # Temporal's own cancellation: run() ends the run as cancelled
                 return  # _append_batch answers it as cancelled
             cause = err.cause
             detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            if spec is not None and not spec.safe_to_retry:
+                detail += (
+                    "; this tool is not safe to retry, so it was not run again"
+                    " (it may or may not have taken effect)"
+                )
             content = framework_error_message(f"tool execution failed: {detail}")
         finally:
             self._inflight.pop(f"tool:{call.id}", None)
@@ -377,6 +402,9 @@ class AgentWorkflow:
             names.SIGNAL_SEND_MESSAGE: self._on_send_message,
         }
         handler = handlers.get(name)
+        if name == STREAM_PUBLISH_SIGNAL:
+            self._late_stream_publish(args)
+            return
         if handler is None:
             self._warn(f"unknown signal '{name}' ignored")
             return
@@ -474,7 +502,8 @@ class AgentWorkflow:
         try:
             return workflow.payload_converter().from_payload(args[0].payload), None
         except Exception as err:  # any undecodable payload is bad input, not a bug
-            return None, f"payload could not be decoded ({type(err).__name__}: {err})"
+            first_line = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            return None, f"payload could not be decoded ({type(err).__name__}: {first_line})"
 
     def _accept(self, signal: str, parsed: Parsed[Any]) -> Any:
         if parsed.error is not None or parsed.value is None:
@@ -554,7 +583,40 @@ class AgentWorkflow:
             handle.cancel()
 
     def _emit(self, event_type: type[Any], **fields: Any) -> None:
-        self._log.emit(event_type, self._round, **fields)
+        event = self._log.emit(event_type, self._round, **fields)
+        self._events_topic.publish(event)
+
+    def _late_stream_publish(self, args: Sequence[RawValue]) -> None:
+        """A stream publish that reached the dynamic handler: in a run's first activation the SDK
+        applies signals before `@workflow.init` registers the stream's own handler (e.g. a
+        publisher's retried flush landing on a new generation). Hand it to the stream."""
+        try:
+            batch = workflow.payload_converter().from_payload(args[0].payload, PublishInput)
+        except Exception as err:  # never let a bad publish fail the run
+            workflow.logger.warning("undecodable stream publish dropped: %s", err)
+            return
+        self._stream._on_publish(batch)
+
+    async def _close_stream(self) -> None:
+        """Release the live stream's waiting subscribers before the run closes (they read the
+        rest from the closed run), so no poll update is left unfinished."""
+        self._stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+
+    def _carried_stream(self) -> WorkflowStreamState:
+        """The stream state for the next generation: a bounded tail, offsets unchanged."""
+        state = self._stream.get_state()
+        kept, size = 0, 0
+        for item in reversed(state.log):
+            size += len(item.data) + len(item.topic)
+            if kept >= STREAM_CARRIED_ITEMS or size > STREAM_CARRIED_BYTES:
+                break
+            kept += 1
+        dropped = len(state.log) - kept
+        if dropped:
+            state.log = state.log[dropped:]
+            state.base_offset += dropped
+        return state
 
     def _warn(self, message: str) -> None:
         workflow.logger.warning(message)
@@ -605,6 +667,7 @@ class AgentWorkflow:
             tool_specs=list((self._specs or {}).values()),
             seed_responses_applied=True,
             seed_mode=self._seed_mode,
+            stream=self._carried_stream(),
         )
         options = self._options.model_copy(update={"tool_approval_responses": []})
         workflow.continue_as_new(

@@ -20,6 +20,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -211,6 +212,25 @@ AgentEvent = Annotated[
 ]
 
 
+class StreamDelta(BaseModel):
+    """One batch of model text on the live stream's `deltas` topic (see `workflows.names`).
+
+    Published by `call_llm` while the model generates; the live view only. The durable record is
+    the assistant message (and its `text_delta` event), written once the call has succeeded.
+    """
+
+    round: int
+    call: str
+    """Which model call this text belongs to (`<run id>/<activity id>`): rounds restart at 0
+    in a session, so `round` alone does not identify a call."""
+    attempt: int = 1
+    """The activity attempt. A higher attempt for the same `call` restarts its text from
+    scratch: the earlier attempt was cut off and its partial text is void."""
+    index: int = 0
+    """The batch's position within (call, attempt), from 0."""
+    text: str
+
+
 # ---- Results and queries ----
 
 
@@ -297,6 +317,8 @@ class CarriedState(BaseModel):
     tool_specs: list[ToolSpec] | None = None
     seed_responses_applied: bool = False
     seed_mode: bool = False
+    stream: WorkflowStreamState | None = None
+    """The live stream's retained items and publisher dedup state (a bounded tail)."""
 
 
 def _describe(err: ValidationError) -> str:

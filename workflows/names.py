@@ -26,3 +26,9 @@ ACTIVITY_LIST_TOOLS = "list_tools"
 # Search attributes (SPEC §9): the cluster-wide approval inbox.
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
 AGENT_PENDING_APPROVALS = SearchAttributeKey.for_int("AgentPendingApprovals")
+
+# Live stream (temporalio.contrib.workflow_streams) topics: the workflow publishes every event it
+# emits on STREAM_EVENTS (the same models as the `events` query); `call_llm` publishes the
+# model's text as it arrives on STREAM_DELTAS (`StreamDelta` batches).
+STREAM_EVENTS = "events"
+STREAM_DELTAS = "deltas"

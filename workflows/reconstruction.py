@@ -64,9 +64,15 @@ def bound_text(text: str, limit: int) -> str:
     """Cut `text` to at most `limit` characters, saying clearly how much was dropped."""
     if len(text) <= limit:
         return text
-    marker = TRUNCATION_MARKER.format(dropped=len(text) - limit)
-    keep = max(0, limit - len(marker))
-    return text[:keep] + TRUNCATION_MARKER.format(dropped=len(text) - keep)
+    # The marker's length depends on the count it reports: shrink `keep` until they agree, so
+    # the result never exceeds `limit` (keep only decreases, so this ends).
+    keep = limit
+    while True:
+        marker = TRUNCATION_MARKER.format(dropped=len(text) - keep)
+        fits = max(0, limit - len(marker))
+        if fits >= keep:
+            return text[:keep] + marker
+        keep = fits
 
 
 # ---- Arguments ----

@@ -1,0 +1,162 @@
+"""A tiny OpenAI-compatible chat-completions server on 127.0.0.1, the bench's own fallback for
+when `tests/fake_openai.py` is not there (or cannot be driven the way a figure needs).
+
+It runs its own event loop in a thread, so the worker's loop only pays for the HTTP client, as it
+would against a real provider. Two behaviours: `instant` (a reply of `content_size` characters
+plus one `tool` call, at once) and `slow` (text for `stream_seconds`, then a `tool` call; records
+when the client went away, which is when an immediate cancel really aborted the request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+
+@dataclass
+class FakeLlmServer:
+    mode: str = "instant"
+    content_size: int = 100
+    tool: str = "list_dir"
+    stream_seconds: float = 15.0
+    port: int = 0
+    requests: int = 0
+    disconnects: list[float] = field(default_factory=list)
+    """`time.monotonic()` of every slow stream the client aborted before its end."""
+    _loop: asyncio.AbstractEventLoop | None = None
+    _thread: threading.Thread | None = None
+    _server: asyncio.Server | None = None
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> FakeLlmServer:
+        ready = threading.Event()
+
+        def serve() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            self._server = loop.run_until_complete(
+                asyncio.start_server(self._handle, "127.0.0.1", 0)
+            )
+            self.port = self._server.sockets[0].getsockname()[1]
+            ready.set()
+            loop.run_forever()
+            loop.close()
+
+        self._thread = threading.Thread(target=serve, name="fake-llm", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(loop.stop)
+        if self._thread is not None:
+            self._thread.join(5)
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.decode("latin-1").split("\r\n")[1:]:
+                    key, _, value = line.partition(":")
+                    if key.strip().lower() == "content-length":
+                        length = int(value.strip())
+                body = json.loads(await reader.readexactly(length)) if length else {}
+                self.requests += 1
+                if self.mode == "slow":
+                    await self._slow(reader, writer)
+                    return
+                await self._instant(writer, bool(body.get("stream")))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    def _reply(self) -> tuple[str, dict[str, Any]]:
+        call: dict[str, Any] = {
+            "index": 0,
+            "id": f"call_{next(self._ids)}",
+            "type": "function",
+            "function": {"name": self.tool, "arguments": json.dumps({"path": "."})},
+        }
+        return "x" * self.content_size, call
+
+    async def _instant(self, writer: asyncio.StreamWriter, stream: bool) -> None:
+        content, call = self._reply()
+        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        if not stream:
+            message = {"role": "assistant", "content": content, "tool_calls": [call]}
+            payload = {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion",
+                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+                "usage": usage,
+            }
+            data = json.dumps(payload).encode()
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(data)}\r\n\r\n".encode()
+                + data
+            )
+            await writer.drain()
+            return
+        chunks: list[dict[str, Any]] = [
+            {"role": "assistant", "content": content},
+            {"tool_calls": [call]},
+        ]
+        events = [_chunk(delta, None) for delta in chunks]
+        events.append(_chunk({}, "tool_calls", usage))
+        body = b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        await writer.drain()
+
+    async def _slow(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+        )
+        end = time.monotonic() + self.stream_seconds
+        try:
+            while time.monotonic() < end:
+                if reader.at_eof() or writer.is_closing():
+                    raise ConnectionResetError("client went away")
+                writer.write(f"data: {json.dumps(_chunk({'content': 'tick '}, None))}\n\n".encode())
+                await writer.drain()
+                await asyncio.sleep(0.1)
+            # End with a tool call, so a plain cancel is seen at the next iteration's start.
+            _, call = self._reply()
+            tail = [_chunk({"tool_calls": [call]}, None), _chunk({}, "tool_calls")]
+            for event in tail:
+                writer.write(f"data: {json.dumps(event)}\n\n".encode())
+            writer.write(b"data: [DONE]\n\n")
+            await writer.drain()
+        except ConnectionError:
+            self.disconnects.append(time.monotonic())
+
+
+def _chunk(delta: dict[str, Any], finish: str | None, usage: Any = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
+    if usage is not None:
+        out["usage"] = usage
+    return out

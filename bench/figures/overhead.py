@@ -1,0 +1,153 @@
+"""Figure 1, per-round overhead: AgentWorkflow with the real activities against an instant fake
+model and the `list_dir` tool, against the bare workflow (two no-op activities per round) on the
+same worker and server, interleaved. The in-process floor runs the same activity functions in a
+plain loop, without Temporal, to show what the activities themselves cost."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from temporalio.testing import ActivityEnvironment
+
+from bench.agent_activities import agent_activities
+from bench.bare_workflow import ACTIVITY_STEP_A, BareInput, BareWorkflow
+from bench.fake_llm import FakeLlmServer
+from bench.harness import Bench, median, new_id, new_queue, round_times, worker
+from bench.report import Figure
+from bench.stubs import Stamps, bare_activities
+from workflows import names
+from workflows.agent import AgentWorkflow
+from workflows.model import (
+    AgentRunInput,
+    AgentRunOptions,
+    ChatMessage,
+    LlmRequest,
+    LlmResponse,
+    ToolRequest,
+)
+
+
+class LocalConversation:
+    """Answers the `messages` query from a local list: the in-process floor has no workflow."""
+
+    def __init__(self, messages: list[ChatMessage]) -> None:
+        self.messages = messages
+
+    def get_workflow_handle(self, workflow_id: str, **_: Any) -> LocalConversation:
+        return self
+
+    async def query(self, name: str, *_: Any, **__: Any) -> list[ChatMessage]:
+        return list(self.messages)
+
+
+async def agent_round_times(b: Bench, task_queue: str, rounds: int) -> list[float]:
+    options = AgentRunOptions(max_rounds=rounds, tools=["list_dir"])
+    handle = await b.client.start_workflow(
+        AgentWorkflow.run,
+        AgentRunInput(messages=[ChatMessage.user("list the workspace")], options=options),
+        id=new_id("bench-overhead-agent"),
+        task_queue=task_queue,
+    )
+    result = await handle.result()
+    if result.finish_reason != "max_rounds":
+        raise RuntimeError(f"agent run ended {result.finish_reason}: {result.error}")
+    return round_times(await handle.fetch_history(), names.ACTIVITY_CALL_LLM)
+
+
+async def bare_round_times(b: Bench, task_queue: str, rounds: int) -> list[float]:
+    handle = await b.client.start_workflow(
+        BareWorkflow.run,
+        BareInput(rounds=rounds),
+        id=new_id("bench-overhead-bare"),
+        task_queue=task_queue,
+    )
+    await handle.result()
+    return round_times(await handle.fetch_history(), ACTIVITY_STEP_A)
+
+
+async def in_process_round_times(b: Bench, base_url: str, rounds: int) -> list[float]:
+    """The agent's loop with the same activity functions called directly (no Temporal)."""
+    conversation = LocalConversation([ChatMessage.user("list the workspace")])
+    env = ActivityEnvironment()
+    times: list[float] = []
+    async with agent_activities(conversation, base_url, b.workdir / "inproc") as (acts, _, __):  # type: ignore[arg-type]
+        by_name = {fn.__temporal_activity_definition.name: fn for fn in acts}  # type: ignore[attr-defined]
+        for round_ in range(rounds):
+            start = time.perf_counter()
+            request = LlmRequest(
+                workflow_id="local",
+                run_id="local",
+                message_count=len(conversation.messages),
+                round=round_,
+                tools=["list_dir"],
+            )
+            response: LlmResponse = await env.run(by_name[names.ACTIVITY_CALL_LLM], request)
+            conversation.messages.append(response.message)
+            for call in response.message.tool_calls or []:
+                tool_request = ToolRequest(
+                    workflow_id="local", call_id=call.id, name=call.name, arguments=call.arguments
+                )
+                content: str = await env.run(by_name[names.ACTIVITY_EXECUTE_TOOL], tool_request)
+                conversation.messages.append(ChatMessage.tool(call, content))
+            times.append(time.perf_counter() - start)
+    return times
+
+
+async def measure(b: Bench) -> list[Figure]:
+    p = b.profile
+    task_queue = new_queue("overhead")
+    agent: list[float] = []
+    bare: list[float] = []
+    with FakeLlmServer(mode="instant", content_size=200, tool="list_dir") as server:
+        async with agent_activities(b.client, server.base_url, b.workdir / "overhead") as (
+            acts,
+            label,
+            _,
+        ):
+            async with worker(b.client, task_queue, [*acts, *bare_activities(Stamps())]):
+                await agent_round_times(b, task_queue, 2)  # warm-up: imports, sandbox, pools
+                await bare_round_times(b, task_queue, 2)
+                for i in range(p.overhead_pairs):
+                    # A, B, A, B … with the order flipped every pair, so drift hits both.
+                    if i % 2 == 0:
+                        agent += await agent_round_times(b, task_queue, p.overhead_rounds)
+                        bare += await bare_round_times(b, task_queue, p.overhead_rounds)
+                    else:
+                        bare += await bare_round_times(b, task_queue, p.overhead_rounds)
+                        agent += await agent_round_times(b, task_queue, p.overhead_rounds)
+        in_process = await in_process_round_times(b, server.base_url, p.overhead_rounds)
+    b.details["overhead"] = {
+        "activities": label,
+        "agent_round_seconds": agent,
+        "bare_round_seconds": bare,
+        "in_process_round_seconds": in_process,
+    }
+    agent_ms, bare_ms, local_ms = (1000 * median(x) for x in (agent, bare, in_process))
+    note = (
+        f"{p.overhead_pairs} interleaved pairs of {p.overhead_rounds}-round runs; {label}; "
+        "fake OpenAI server answering at once; tool list_dir; per-round = time between "
+        "successive call_llm schedulings (server clock)"
+    )
+    return [
+        Figure(
+            key="overhead.per_round",
+            label="1. per-round time, agent vs bare",
+            value=agent_ms,
+            unit="ms",
+            floor=bare_ms,
+            floor_label="bare wf",
+            target_kind="ratio_max",
+            target=1.10,
+            note=note,
+        ),
+        Figure(
+            key="overhead.in_process",
+            label="1. per-round time, agent vs in-process",
+            value=agent_ms,
+            unit="ms",
+            floor=local_ms,
+            floor_label="no Temporal",
+            note="the same activity functions called in a plain loop (ActivityEnvironment)",
+        ),
+    ]

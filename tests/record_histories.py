@@ -1,0 +1,246 @@
+"""Record the workflow histories that `tests/test_replay.py` replays.
+
+    python -m tests.record_histories            # all scenarios
+    python -m tests.record_histories approve    # some of them
+
+It starts its own Temporal dev server (the `temporal` binary of the virtual environment), runs
+each scenario with AgentWorkflow and the fake activities of `tests/fakes.py`, and writes
+`tests/histories/<scenario>.json`. Re-record after an intended change to the workflow; an
+unintended change is what the replay test is there to catch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client, WorkflowHandle
+from temporalio.common import RawValue
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import WorkflowEnvironment
+
+from starter.search_attributes import ensure_search_attributes
+from tests.fakes import FakeAgentActivities, calls, text
+from tests.helpers import start_run, wait_for_phase, wait_until, worker_for
+from workflows.model import (
+    AgentRunInput,
+    AgentRunOptions,
+    ChatMessage,
+    ToolApprovalResponse,
+    ToolCall,
+)
+
+HISTORIES = Path(__file__).parent / "histories"
+
+Handle = WorkflowHandle[Any, Any]
+Scenario = Callable[[Client, str], Awaitable[Handle]]
+
+
+def _prompt(options: AgentRunOptions | None = None) -> AgentRunInput:
+    return AgentRunInput.from_prompt("Please delete the logs folder", options)
+
+
+async def approve(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(replies=[calls(("call_1", "delete_path", '{"path": "logs"}'))])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.signal("tool_approval", {"call_id": "call_1", "approved": True})
+        await handle.result()
+    return handle
+
+
+async def reject(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(
+        replies=[calls(("call_1", "delete_path", '{"path": "logs"}')), text("ok, kept")]
+    )
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.signal("tool_approval", {"call_id": "call_1", "approved": False})
+        await handle.result()
+    return handle
+
+
+async def mixed(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(
+        replies=[
+            calls(
+                ("a", "list_dir", '{"path": "."}'),
+                ("b", "run_command", '{"command": "du -sh logs"}'),
+                ("c", "delete_path", '{"path": "logs"}'),
+            ),
+            text("done"),
+        ]
+    )
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.signal("tool_approval", {"call_id": "c", "approved": False, "reason": "no"})
+        await handle.execute_update("submit_approval", {"call_id": "b", "approved": True})
+        await handle.result()
+    return handle
+
+
+async def cancel_waiting(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(replies=[calls(("call_1", "delete_path", "{}"))])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.signal("cancel", {"reason": "changed my mind"})
+        await handle.result()
+    return handle
+
+
+async def cancel_with_approval(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(replies=[calls(("call_1", "run_command", "{}"))])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await wait_for_phase(handle, "awaiting_approval")
+    # both signals land in one workflow task: no worker polls while they are sent
+    await handle.signal("tool_approval", {"call_id": "call_1", "approved": True})
+    await handle.signal("cancel")
+    async with worker_for(client, queue, fake):
+        await handle.result()
+    return handle
+
+
+async def max_rounds(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(replies=[calls((f"c{i}", "list_dir", "{}")) for i in range(5)])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt(AgentRunOptions(max_rounds=2)))
+        await handle.result()
+    return handle
+
+
+async def seed_resume(client: Client, queue: str) -> Handle:
+    assistant = ChatMessage.assistant(
+        "",
+        [
+            ToolCall(id="s1", name="run_command", arguments='{"command": "ls"}'),
+            ToolCall(id="s2", name="delete_path", arguments='{"path": "a"}'),
+            ToolCall(id="s3", name="delete_path", arguments='{"path": "b"}'),
+        ],
+    )
+    run_input = AgentRunInput(
+        messages=[ChatMessage.user("do it"), assistant],
+        options=AgentRunOptions(
+            tool_approval_responses=[
+                ToolApprovalResponse(call_id="s1", approved=True),
+                ToolApprovalResponse(call_id="s2", approved=False, reason="keep a"),
+                ToolApprovalResponse(call_id="unknown", approved=True),
+            ]
+        ),
+    )
+    fake = FakeAgentActivities(replies=[text("summary")])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, run_input)
+        await handle.result()
+    return handle
+
+
+async def bad_inputs(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(replies=[calls(("call_1", "run_command", "{}")), text("done")])
+    binary = RawValue(Payload(metadata={"encoding": b"binary/plain"}, data=b"\xff"))
+    bad: list[tuple[str, list[Any]]] = [
+        ("tool_approval", [{"call_id": "call_1", "approved": "yes"}]),
+        ("tool_approval", [["call_1", True]]),
+        ("tool_approval", [None]),
+        ("tool_approval", [{"call_id": "call_1", "approved": True}, {"x": 1}]),
+        ("tool_approval", [binary]),
+        ("tool_approval", [{"call_id": "nope", "approved": True}]),
+        ("cancel", [{"immediate": "yes"}]),
+        ("send_message", [{"role": "tool", "content": "x"}]),
+        ("send_message", [{"content": ""}]),
+        ("no_such_signal", [1]),
+    ]
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await wait_for_phase(handle, "awaiting_approval")
+        for name, args in bad:
+            await handle.signal(name, args=args)
+
+        async def warned() -> bool:
+            found = await handle.query("events", -1)
+            return sum(1 for e in found if e["type"] == "warning") >= len(bad)
+
+        await wait_until(warned)
+        await handle.signal("tool_approval", {"call_id": "call_1", "approved": True})
+        await handle.signal("tool_approval", {"call_id": "call_1", "approved": False})
+        await handle.result()
+    return handle
+
+
+async def timeout_reject(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(replies=[calls(("call_1", "delete_path", "{}")), text("ok")])
+    options = AgentRunOptions(approval_timeout_seconds=1, on_approval_timeout="reject")
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt(options))
+        await handle.result()
+    return handle
+
+
+async def llm_error(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(replies=[ApplicationError("401 Unauthorized", non_retryable=True)])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await handle.result()
+    return handle
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "approve": approve,
+    "reject": reject,
+    "mixed": mixed,
+    "cancel_waiting": cancel_waiting,
+    "cancel_with_approval": cancel_with_approval,
+    "max_rounds": max_rounds,
+    "seed_resume": seed_resume,
+    "bad_inputs": bad_inputs,
+    "timeout_reject": timeout_reject,
+    "llm_error": llm_error,
+}
+
+
+async def record(selected: list[str]) -> None:
+    temporal = Path(sys.executable).parent / "temporal"
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal),
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=["--log-level", "error"],
+    )
+    try:
+        await ensure_search_attributes(env.client)
+        HISTORIES.mkdir(exist_ok=True)
+        for name in selected:
+            handle = await SCENARIOS[name](env.client, f"record-{name}-{uuid.uuid4()}")
+            history = await handle.fetch_history()
+            path = HISTORIES / f"{name}.json"
+            path.write_text(history.to_json())
+            print(f"{path}: {len(history.events)} events")
+    finally:
+        await env.shutdown()
+
+
+def main() -> None:
+    selected = sys.argv[1:] or list(SCENARIOS)
+    unknown = [name for name in selected if name not in SCENARIOS]
+    if unknown:
+        raise SystemExit(f"unknown scenario(s) {unknown}; known: {', '.join(SCENARIOS)}")
+    asyncio.run(record(selected))
+
+
+if __name__ == "__main__":
+    main()
+    # sdk-python issue 300: a process that used a Temporal client can crash while the
+    # interpreter shuts down, after its work is done; end deliberately instead.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

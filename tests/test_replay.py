@@ -1,0 +1,74 @@
+"""Replay every recorded history (tests/histories/*.json) against the current AgentWorkflow:
+a change that breaks determinism for runs already in flight fails here. Re-record after an
+intended change with `python -m tests.record_histories`."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio import workflow
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from workflows.agent import AgentWorkflow
+from workflows.model import AgentRunInput, AgentRunResult, ToolSpec
+
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+EXPECTED = {
+    "approve",
+    "reject",
+    "mixed",
+    "cancel_waiting",
+    "cancel_with_approval",
+    "max_rounds",
+    "seed_resume",
+    "bad_inputs",
+    "timeout_reject",
+    "llm_error",
+}
+
+
+def load(path: Path) -> WorkflowHistory:
+    return WorkflowHistory.from_json(f"replay-{path.stem}", path.read_text())
+
+
+def test_all_scenarios_are_recorded():
+    assert {p.stem for p in HISTORIES} >= EXPECTED
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_replay(path):
+    history = load(path)
+    assert len(json.loads(path.read_text())["events"]) > 5
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name}: {result.replay_failure!r}"
+
+
+@workflow.defn(name="AgentWorkflow")
+class ReorderedAgentWorkflow:
+    """A deliberately changed copy: it asks the model before listing the tools."""
+
+    @workflow.run
+    async def run(self, input: AgentRunInput) -> AgentRunResult:
+        await workflow.execute_activity(
+            "call_llm", "x", start_to_close_timeout=timedelta(seconds=10)
+        )
+        await workflow.execute_activity(
+            "list_tools", result_type=list[ToolSpec], start_to_close_timeout=timedelta(seconds=10)
+        )
+        return AgentRunResult(messages=input.messages, finish_reason="stop", rounds=0)
+
+
+@pytest.mark.parametrize("name", ["approve", "mixed"])
+async def test_replay_catches_nondeterminism(name):
+    path = Path(__file__).parent / "histories" / f"{name}.json"
+    replayer = Replayer(workflows=[ReorderedAgentWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(load(path), raise_on_replay_failure=False)
+    assert isinstance(result.replay_failure, workflow.NondeterminismError), result.replay_failure
+    with pytest.raises(workflow.NondeterminismError):
+        await replayer.replay_workflow(load(path))

@@ -1,0 +1,254 @@
+"""Cancellation on the dev server with fake activities: the `cancel` signal (plain and
+immediate) in every phase, cancel racing an approval, and Temporal's own workflow cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import CancelledError
+
+from tests.fakes import FakeAgentActivities, calls, text
+from tests.helpers import (
+    event_types,
+    events,
+    messages,
+    of_type,
+    start_run,
+    status,
+    tool_messages,
+    wait_for_phase,
+    wait_until,
+    worker_for,
+)
+from workflows.model import AgentRunInput, AgentRunOptions
+from workflows.reconstruction import invariant_violations
+
+# Heartbeats carry activity cancellation to the worker; the SDK batches them for up to 80% of the
+# heartbeat timeout by default, so tests of in-flight cancellation flush them quickly.
+FAST_HEARTBEATS = {
+    "max_heartbeat_throttle_interval": timedelta(milliseconds=500),
+    "default_heartbeat_throttle_interval": timedelta(milliseconds=500),
+}
+
+
+def assert_cancelled_tail(evs: list[Any], message: str = "Agent run cancelled") -> None:
+    assert evs[-2].type == "error" and evs[-2].message == message, evs[-2:]
+    assert evs[-1].type == "finished" and evs[-1].finish_reason == "cancelled"
+    assert len(of_type(evs, "finished")) == 1
+    assert len(of_type(evs, "error")) == 1
+
+
+async def test_cancel_while_waiting_for_approval(client, task_queue):
+    fake = FakeAgentActivities(
+        replies=[calls(("c1", "delete_path", "{}"), ("c2", "list_dir", "{}")), text("x")]
+    )
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.signal("cancel", {"reason": "changed my mind"})
+        result = await handle.result()
+        evs = await events(handle)
+        st = await status(handle)
+        # a second cancel after the end is harmless
+        assert st.phase == "finished"
+    assert result.finish_reason == "cancelled"
+    assert result.error == "Agent run cancelled"
+    assert fake.tools_run == []  # not even the unguarded call
+    assert len(fake.llm_requests) == 1
+    assert tool_messages(result.messages) == []
+    assert result.messages[-1].tool_calls is not None  # the open tail stays as it was
+    assert invariant_violations(result.messages) == []
+    assert_cancelled_tail(evs)
+    assert "warning" not in event_types(evs)
+    assert st.finish_reason == "cancelled" and st.cancel_requested and st.pending_approvals == []
+
+
+async def test_cancel_twice_is_harmless(client, task_queue):
+    fake = FakeAgentActivities(replies=[calls(("c1", "delete_path", "{}"))])
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.signal("cancel")
+        await handle.signal("cancel", {"reason": "really"})
+        result = await handle.result()
+        evs = await events(handle)
+    assert result.finish_reason == "cancelled"
+    assert_cancelled_tail(evs)
+    assert "warning" not in event_types(evs)
+
+
+@pytest.mark.parametrize("order", ["approval_then_cancel", "cancel_then_approval"])
+async def test_cancel_sent_together_with_an_approval_wins(client, task_queue, order):
+    """Both signals land in the same workflow task (no worker is polling while they are sent):
+    cancel has priority over applying answers, so no tool runs, whatever the order."""
+    fake = FakeAgentActivities(replies=[calls(("c1", "run_command", "{}")), text("x")])
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))
+        await wait_for_phase(handle, "awaiting_approval")
+    approval = ("tool_approval", {"call_id": "c1", "approved": True})
+    cancel = ("cancel", {"reason": "stop"})
+    for name, payload in (
+        (approval, cancel) if order == "approval_then_cancel" else (cancel, approval)
+    ):
+        await handle.signal(name, payload)
+    async with worker_for(client, task_queue, fake):
+        result = await handle.result()
+        evs = await events(handle)
+    assert result.finish_reason == "cancelled"
+    assert fake.tools_run == []
+    assert tool_messages(result.messages) == []
+    assert_cancelled_tail(evs)
+
+
+async def test_plain_cancel_during_llm_call_waits_for_it_and_runs_no_tool(client, task_queue):
+    fake = FakeAgentActivities(replies=[calls(("c1", "list_dir", "{}"))], llm_delay=1.5)
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))
+        await wait_until(lambda: fake.llm_requests)
+        await handle.signal("cancel")
+        assert (await status(handle)).cancel_requested
+        result = await handle.result()
+        evs = await events(handle)
+    assert result.finish_reason == "cancelled"
+    assert fake.llm_cancelled == 0  # the model call was allowed to finish
+    assert fake.tools_run == []  # but its tool call never ran
+    assert result.messages[-1].role == "assistant" and result.messages[-1].tool_calls
+    assert invariant_violations(result.messages) == []
+    assert_cancelled_tail(evs)
+
+
+async def test_immediate_cancel_interrupts_a_slow_llm_call(client, task_queue):
+    fake = FakeAgentActivities(replies=[text("too late")], llm_delay=60)
+    async with worker_for(client, task_queue, fake, **FAST_HEARTBEATS):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))
+        await wait_until(lambda: fake.llm_requests)
+        started = time.monotonic()
+        await handle.signal("cancel", {"immediate": True, "reason": "now"})
+        result = await asyncio.wait_for(handle.result(), 30)
+        elapsed = time.monotonic() - started
+        evs = await events(handle)
+        await wait_until(lambda: fake.llm_cancelled == 1)
+    print(f"immediate cancel took {elapsed:.2f}s")
+    assert elapsed < 20
+    assert result.finish_reason == "cancelled" and result.error == "Agent run cancelled"
+    assert [m.role for m in result.messages] == ["user"]
+    assert "text_delta" not in event_types(evs)
+    assert_cancelled_tail(evs)
+
+
+async def test_immediate_cancel_interrupts_running_tools(client, task_queue):
+    fake = FakeAgentActivities(
+        replies=[calls(("t1", "list_dir", "{}"), ("t2", "read_file", "{}")), text("x")],
+        tool_delay=60,
+    )
+    async with worker_for(client, task_queue, fake, **FAST_HEARTBEATS):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))
+        await wait_until(lambda: len(fake.tool_requests) == 2)
+        await handle.signal("cancel", {"immediate": True})
+        result = await asyncio.wait_for(handle.result(), 30)
+        evs = await events(handle)
+        await wait_until(lambda: fake.tools_cancelled == 2)
+    assert result.finish_reason == "cancelled"
+    assert len(fake.llm_requests) == 1
+    # the interrupted calls are answered (so the history stays well formed), as cancelled
+    assert invariant_violations(result.messages, allow_open_tail=False) == []
+    tools = tool_messages(result.messages)
+    assert [m.tool_call_id for m in tools] == ["t1", "t2"]
+    assert all("Cancelled" in m.content for m in tools)
+    assert_cancelled_tail(evs)
+
+
+async def test_temporal_cancel_while_waiting_for_approval(client, task_queue):
+    fake = FakeAgentActivities(replies=[calls(("c1", "delete_path", "{}"))])
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+        evs = await events(handle)
+        st = await status(handle)
+        desc = await handle.describe()
+    assert isinstance(info.value.cause, CancelledError)
+    assert desc.status is not None and desc.status.name == "CANCELED"
+    assert fake.tools_run == []
+    assert_cancelled_tail(evs)
+    assert st.phase == "finished" and st.finish_reason == "cancelled"
+
+
+async def test_temporal_cancel_during_llm_call(client, task_queue):
+    fake = FakeAgentActivities(replies=[text("too late")], llm_delay=60)
+    async with worker_for(client, task_queue, fake, **FAST_HEARTBEATS):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))
+        await wait_until(lambda: fake.llm_requests)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as info:
+            await asyncio.wait_for(handle.result(), 30)
+        evs = await events(handle)
+        desc = await handle.describe()
+    assert isinstance(info.value.cause, CancelledError)
+    assert desc.status is not None and desc.status.name == "CANCELED"
+    assert_cancelled_tail(evs)
+
+
+async def test_send_message_during_approval_wait_comes_after_tool_messages(client, task_queue):
+    fake = FakeAgentActivities(
+        replies=[calls(("c1", "run_command", "{}"), ("c2", "list_dir", "{}")), text("ok")],
+        client=client,
+    )
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.signal("send_message", {"content": "also, hurry"})
+        await handle.signal("send_message", {"role": "user", "content": "please", "name": "ann"})
+        # held, not in the history while the calls are pending
+        assert [m.role for m in await messages(handle)] == ["user", "assistant"]
+        await handle.signal("tool_approval", {"call_id": "c1", "approved": True})
+        result = await handle.result()
+    roles = [m.role for m in result.messages]
+    assert roles == ["user", "assistant", "tool", "tool", "user", "user", "assistant"]
+    assert result.messages[4].content == "also, hurry"
+    assert result.messages[5].name == "ann"
+    assert invariant_violations(result.messages, allow_open_tail=False) == []
+    assert [m.role for m in fake.llm_prefixes[1]] == roles[:-1]
+
+
+async def test_cancel_in_a_session_finishes_cancelled(client, task_queue):
+    fake = FakeAgentActivities(replies=[text("hi"), text("again")])
+    options = AgentRunOptions(keep_alive=True)
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x", options))
+        await wait_for_phase(handle, "waiting_for_message")
+        await handle.signal("send_message", {"content": "second"})
+        await wait_until(lambda: len(fake.llm_requests) == 2)
+        await wait_for_phase(handle, "waiting_for_message")
+        await handle.signal("cancel")
+        result = await handle.result()
+        evs = await events(handle)
+    assert result.finish_reason == "cancelled" and result.error == "Agent run cancelled"
+    assert [m.content for m in result.messages] == ["x", "hi", "second", "again"]
+    assert_cancelled_tail(evs)
+
+
+async def test_temporal_cancel_during_tool_execution(client, task_queue):
+    fake = FakeAgentActivities(
+        replies=[calls(("t1", "list_dir", "{}"), ("t2", "read_file", "{}")), text("x")],
+        tool_delay=60,
+    )
+    async with worker_for(client, task_queue, fake, **FAST_HEARTBEATS):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))
+        await wait_until(lambda: len(fake.tool_requests) == 2)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as info:
+            await asyncio.wait_for(handle.result(), 30)
+        evs = await events(handle)
+        history = await messages(handle)
+    assert isinstance(info.value.cause, CancelledError)
+    assert_cancelled_tail(evs)
+    assert invariant_violations(history, allow_open_tail=False) == []
+    assert [m.tool_call_id for m in tool_messages(history)] == ["t1", "t2"]
