@@ -50,9 +50,11 @@ class Settings:
     stream_deltas: bool = True
     """`AGENT_STREAM_DELTAS=false`: `call_llm` does not publish the model's text live (the
     workflow's own events are still on the live stream)."""
-    stream_flush_seconds: float = 0.2
+    stream_flush_seconds: float = 1.0
     """`AGENT_STREAM_FLUSH_SECONDS`: how often streamed text is sent to the workflow (one
-    signal, a few history events, per flush)."""
+    signal and about four history events per flush: a 10 s reply costs ~40 events at the
+    default, where 0.2 s would cost ~200; lower it for snappier output, raise it for leaner
+    history)."""
     stream_flush_chars: int = 2_000
     """`AGENT_STREAM_FLUSH_CHARS`: send earlier when this much text is waiting."""
 
@@ -86,7 +88,7 @@ class Settings:
             state_dir=state_dir,
             llm_timeout_seconds=_float(env, "LLM_TIMEOUT_SECONDS", 120.0),
             stream_deltas=stream_deltas,
-            stream_flush_seconds=_float(env, "AGENT_STREAM_FLUSH_SECONDS", 0.2),
+            stream_flush_seconds=_float(env, "AGENT_STREAM_FLUSH_SECONDS", 1.0),
             stream_flush_chars=max(1, flush_chars),
         )
         state = settings.resolved_state_dir.resolve()

@@ -1,4 +1,5 @@
-"""Follow a run live: poll the `events` query with `after=<last seq>` and print each event once.
+"""Follow a run live: the run's stream (events and the model's text as it is generated), or, as a
+fallback, polling the `events` query with `after=<last seq>`; each event is printed once.
 
 Events carry gap-free sequence numbers that continue across continue-as-new generations, and the
 handle follows the latest run of the workflow id, so a follower never misses or repeats an event.
@@ -9,6 +10,7 @@ demo, …); without one the follower prints how to answer and keeps following.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -23,6 +25,7 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
+from starter import live
 from starter.output import Output
 from starter.render import call_text
 from workflows import names
@@ -78,7 +81,99 @@ async def follow(
     on_awaiting: AwaitingHandler | None = None,
     on_waiting_for_message: WaitingHandler | None = None,
 ) -> Followed:
-    """Print the run's events from `after` on until it finishes."""
+    """Print the run's events from `after` on until it finishes, and the model's text as it is
+    generated: one ordered subscription to the run's live stream (`starter.live`), so text always
+    comes before the round's tool calls. Falls back to polling the `events` query when the
+    stream cannot be read (e.g. a worker without it)."""
+    handle: WorkflowHandle[object, object] = client.get_workflow_handle(workflow_id)
+    # Text pieces and events go through one queue, so they print in stream order even while
+    # an approval prompt holds the loop.
+    queue: asyncio.Queue[AgentEvent | str] = asyncio.Queue()
+    subscription = asyncio.create_task(
+        live.follow(
+            client,
+            workflow_id,
+            on_delta=lambda _round, piece: queue.put_nowait(piece),
+            on_event=queue.put_nowait,
+            skip_streamed_text=not out.json_mode,
+        )
+    )
+    last = after
+    asked: set[str] = set()
+    session_hinted_at: int | None = None
+    try:
+        while True:
+            getter = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait(
+                {getter, subscription},
+                timeout=POLL_SECONDS * IDLE_CHECK_EVERY,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+            if getter not in done:
+                getter.cancel()
+            if getter in done:
+                event = getter.result()
+                if isinstance(event, str):
+                    out.stream_text(event)
+                    continue
+                if event.seq <= last:
+                    continue  # retained events from before `after`
+                out.event(event)
+                last = event.seq
+                if isinstance(event, FinishedEvent):
+                    return Followed(event.finish_reason, last)
+                if isinstance(event, AwaitingApprovalEvent):
+                    status = await fetch_status(handle)
+                    if status.phase == "awaiting_approval":
+                        calls = [c for c in status.pending_approvals if c.id not in asked]
+                        asked.update(c.id for c in calls)
+                        if calls and on_awaiting is not None:
+                            await on_awaiting(handle, calls)
+                        elif calls:
+                            print_answer_hint(out, workflow_id, calls)
+                continue
+            if subscription.done() and queue.empty():
+                # The stream ended without `finished` (terminated run) or cannot be read:
+                # the durable event log says the rest.
+                return await follow_by_polling(
+                    client,
+                    workflow_id,
+                    out,
+                    after=last,
+                    on_awaiting=on_awaiting,
+                    on_waiting_for_message=on_waiting_for_message,
+                )
+            if session_hinted_at != last and not subscription.done():
+                status = await fetch_status(handle)
+                if status.phase == "waiting_for_message":
+                    session_hinted_at = last
+                    if on_waiting_for_message is not None:
+                        if not await on_waiting_for_message(handle):
+                            return Followed(None, last)
+                        session_hinted_at = None
+                    else:
+                        out.info(
+                            f"session open, waiting for a message:"
+                            f' {cli_name()} say {workflow_id} "…"'
+                            f" (end it: {cli_name()} cancel {workflow_id})"
+                        )
+    finally:
+        subscription.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await subscription
+
+
+async def follow_by_polling(
+    client: Client,
+    workflow_id: str,
+    out: Output,
+    *,
+    after: int = -1,
+    on_awaiting: AwaitingHandler | None = None,
+    on_waiting_for_message: WaitingHandler | None = None,
+) -> Followed:
+    """Print the run's events from `after` on until it finishes, polling the `events` query (the
+    fallback when the live stream is not available)."""
     handle: WorkflowHandle[object, object] = client.get_workflow_handle(workflow_id)
     last = after
     asked: set[str] = set()

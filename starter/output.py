@@ -14,17 +14,36 @@ from workflows.model import AgentEvent
 class Output:
     def __init__(self, json_mode: bool = False) -> None:
         self.json_mode = json_mode
+        self._text_open = False
+
+    def stream_text(self, piece: str) -> None:
+        """The model's text as it is generated (human mode only; JSON output has the round's
+        `text_delta` event instead)."""
+        if self.json_mode or not piece:
+            return
+        if not self._text_open:
+            print("assistant: ", end="")
+            self._text_open = True
+        print(piece, end="", flush=True)
+
+    def _end_text(self) -> None:
+        if self._text_open:
+            print(flush=True)
+            self._text_open = False
 
     def event(self, event: AgentEvent) -> None:
+        self._end_text()
         print(event_json(event) if self.json_mode else event_line(event), flush=True)
 
     def info(self, text: str) -> None:
         """A remark for people (stderr in JSON mode, so stdout stays parseable)."""
+        self._end_text()
         print(text, file=sys.stderr if self.json_mode else sys.stdout, flush=True)
 
     def line(self, text: str) -> None:
         """Human output; nothing in JSON mode."""
         if not self.json_mode:
+            self._end_text()
             print(text, flush=True)
 
     def data(self, obj: Any) -> None:
@@ -33,4 +52,5 @@ class Output:
             print(json.dumps(obj, ensure_ascii=False, default=str), flush=True)
 
     def error(self, text: str) -> None:
+        self._end_text()
         print(f"error: {text}", file=sys.stderr, flush=True)

@@ -122,6 +122,23 @@ async def test_plain_cancel_during_llm_call_waits_for_it_and_runs_no_tool(client
     assert_cancelled_tail(evs)
 
 
+async def test_plain_cancel_during_a_final_reply_still_finishes_cancelled(client, task_queue):
+    # The model's answer has no tool calls, so the run would otherwise stop: a cancel always
+    # finishes `cancelled` (SPEC §2), and the reply the model already gave is kept.
+    fake = FakeAgentActivities(replies=[text("all done")], llm_delay=1.5)
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))
+        await wait_until(lambda: fake.llm_requests)
+        await handle.signal("cancel")
+        result = await handle.result()
+        evs = await events(handle)
+    assert result.finish_reason == "cancelled"
+    assert result.error == "Agent run cancelled"
+    assert fake.llm_cancelled == 0
+    assert result.messages[-1].content == "all done"
+    assert_cancelled_tail(evs)
+
+
 async def test_immediate_cancel_interrupts_a_slow_llm_call(client, task_queue):
     fake = FakeAgentActivities(replies=[text("too late")], llm_delay=60)
     async with worker_for(client, task_queue, fake, **FAST_HEARTBEATS):

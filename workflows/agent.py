@@ -65,8 +65,12 @@ APPROVAL_TIMED_OUT = "Approval timed out"
 INTERRUPTED_TOOL = f"Cancelled: {CANCELLED_MESSAGE}; the tool may not have run"
 TOOL_CONTENT_LIMIT = 16_000
 """A tool message carries at most this many characters (the tools bound their output too)."""
-MAX_CONVERSATION_BYTES = 1_000_000
-"""The model is never sent more than this; it also keeps the continue-as-new hand-over small."""
+MAX_CONVERSATION_BYTES = 1_400_000
+"""The model is never sent more than this. It also bounds the continue-as-new hand-over (the
+messages, plus at most ~200 KB of carried events and ~128 KB of stream state), which must stay
+under Temporal's 2 MB payload limit."""
+MAX_GENERATION_BYTES = 3_500_000
+"""Continue as new once a generation's history is this big, even before Temporal suggests it."""
 STREAM_CARRIED_ITEMS = 2_000
 STREAM_CARRIED_BYTES = 128_000
 """A new generation keeps at most this tail of the live stream (items, encoded bytes)."""
@@ -101,6 +105,8 @@ class AgentWorkflow:
     @workflow.init
     def __init__(self, input: AgentRunInput) -> None:
         self._messages: list[ChatMessage] = list(input.messages)
+        self._sized_count = 0
+        self._sized_bytes = 0
         self._options: AgentRunOptions = input.options
         carried = input.continued
         self._round = carried.round if carried else 0
@@ -189,8 +195,8 @@ class AgentWorkflow:
                 if self._finish_reason is not None:
                     return self._result()
                 continue  # cancelled in flight: the next iteration ends the run
-            if self._messages[-1].tool_calls:
-                continue  # the next iteration runs the calls or waits for approval
+            if self._cancel is not None or self._messages[-1].tool_calls:
+                continue  # the next iteration ends the run, runs the calls or waits for approval
             if self._held:
                 continue  # a message arrived while the model was answering: answer it too
             if not self._options.keep_alive:
@@ -202,7 +208,7 @@ class AgentWorkflow:
     # ------------------------------------------------------------ the model
 
     async def _call_llm(self) -> LlmResponse | None:
-        size = sum(len(m.model_dump_json().encode()) for m in self._messages)
+        size = self._conversation_bytes()
         if size > MAX_CONVERSATION_BYTES:
             self._finish(
                 "error",
@@ -644,9 +650,18 @@ class AgentWorkflow:
                 ]
             )
 
+    def _conversation_bytes(self) -> int:
+        """The JSON size of the messages, measured once per message (they are append-only)."""
+        for message in self._messages[self._sized_count :]:
+            self._sized_bytes += len(message.model_dump_json().encode())
+        self._sized_count = len(self._messages)
+        return self._sized_bytes
+
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
         if info.is_continue_as_new_suggested():
+            return True
+        if info.get_current_history_size() >= MAX_GENERATION_BYTES:
             return True
         cap = self._options.max_history_events
         return cap is not None and info.get_current_history_length() >= cap

@@ -19,7 +19,7 @@ CARRIED_EVENTS = 1_000
 CARRIED_TEXT_LIMIT = 200
 """When the carried tail is too big, its texts are cut to this, so the hand-over stays small."""
 
-CARRIED_BYTES_BUDGET = 600_000
+CARRIED_BYTES_BUDGET = 200_000
 
 
 def preview(text: str, limit: int = EVENT_TEXT_LIMIT) -> str:
