@@ -27,7 +27,7 @@ from activities.heartbeat import heartbeat_now, heartbeating
 from activities.llm import OpenAIChatClient
 from activities.scripted import scripted_reply
 from activities.settings import Settings
-from activities.streaming import DeltaPublisher, chunks
+from activities.streaming import DeltaPublisher
 from activities.tools import ToolError, ToolRegistry
 from workflows import names
 from workflows.model import ChatMessage, LlmRequest, LlmResponse, ToolRequest, ToolSpec
@@ -155,11 +155,8 @@ class AgentActivities:
             messages = await self._conversation(request)
             specs = [s for s in self._registry.specs() if s.name in request.tools]
             if self._llm is None:
-                reply = scripted_reply(messages, [s.name for s in specs])
-                for piece in chunks(reply.message.content):
-                    live.add(piece)
-                    live.cut()
-                return reply
+                # Instant: its text reaches live followers with the round's `text_delta` event.
+                return scripted_reply(messages, [s.name for s in specs])
             activity.logger.info(
                 "calling the model: %d messages, %d tools", len(messages), len(specs)
             )

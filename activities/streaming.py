@@ -66,6 +66,7 @@ class DeltaPublisher:
         self._topic: TopicHandle[StreamDelta] | None = None
         self.batches = 0
         """Batches handed to the stream client (for tests and measurements)."""
+        self._flushed_live = False
 
     @property
     def active(self) -> bool:
@@ -101,6 +102,10 @@ class DeltaPublisher:
             self._task = None
         if not self.active or isinstance(exc, asyncio.CancelledError):
             return  # cancelled: nothing more to say, and no time to say it
+        if not self._flushed_live:
+            # The whole reply came within one flush interval: the round's `text_delta` event
+            # follows at once, so publishing it too would only cost a signal and a workflow task.
+            return
         self.cut()
         await self._flush(limit=CLOSE_TIMEOUT_SECONDS)
 
@@ -135,8 +140,11 @@ class DeltaPublisher:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self._interval)
             self._wake.clear()
+            before = self.batches
             self.cut()
-            await self._flush()
+            if self.batches > before:
+                self._flushed_live = True
+                await self._flush()
 
     async def _flush(self, limit: float | None = None) -> None:
         if self._stream is None:

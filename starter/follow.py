@@ -39,6 +39,8 @@ from workflows.model import (
     ToolCall,
 )
 
+RETRIED = "\x00retried"
+"""Queued when a model call's streamed text is void (its attempt failed)."""
 POLL_SECONDS = 0.25
 IDLE_CHECK_EVERY = 6
 """While nothing happens, look at the run's status every this many polls (≈1.5 s)."""
@@ -95,6 +97,7 @@ async def follow(
             workflow_id,
             on_delta=lambda _round, piece: queue.put_nowait(piece),
             on_event=queue.put_nowait,
+            on_restart=lambda _round: queue.put_nowait(RETRIED),
             skip_streamed_text=not out.json_mode,
         )
     )
@@ -113,6 +116,9 @@ async def follow(
                 getter.cancel()
             if getter in done:
                 event = getter.result()
+                if event is RETRIED:
+                    out.info("  (the model call failed and was retried: ignore the text above)")
+                    continue
                 if isinstance(event, str):
                     out.stream_text(event)
                     continue

@@ -120,6 +120,10 @@ async def follow(
             event = _decode_event(item.data)
             if isinstance(event, TextDeltaEvent):
                 handled = skip_streamed_text and _complete_streamed_text(event, text, on_delta)
+                if not handled and text.parts and text.next_index >= 0 and on_restart:
+                    # What was streamed is not this round's text (a failed attempt whose retry
+                    # answered too fast to stream): void it before the real text.
+                    on_restart(event.round)
                 text.clear()
                 if not handled:
                     on_event(event)

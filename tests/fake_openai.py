@@ -130,6 +130,8 @@ class CutOff:
     text: str = "This reply is going to be cut off somewhere in the middle"
     after_chunks: int = 2
     abrupt: bool = True
+    delay: float = 0.0
+    """Seconds between chunks (to let a live follower see the partial text)."""
 
 
 @dataclass
@@ -442,6 +444,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._start_stream()
         chunks = stream_chunks(text(behaviour.text))[: behaviour.after_chunks]
         for chunk in chunks:
+            self._pause(behaviour.delay)
             self._event(chunk)
         if behaviour.abrupt:
             self.close_connection = True  # no terminating chunk: the body is incomplete

@@ -161,11 +161,14 @@ async def test_deltas_arrive_live_in_order_before_the_rounds_events(
         # A late subscriber, after the run finished, gets everything retained.
         late = await follower(client, handle.id)
     assert result.finish_reason == "stop" == seen.finish == seen_mid.finish == late.finish
-    assert seen.text(0) == LOOKING
+    # Round 0's reply came at once (within one flush interval): no live deltas, its text comes
+    # with the round's text_delta event, before the tool call.
+    assert seen.text(0) == ""
+    assert seen.items[seen.position("text_delta", 0)][1].delta.startswith(LOOKING[:100])
+    assert seen.position("text_delta", 0) < seen.position("tool_call", 0)
     assert seen.text(1) == TICK * 30
     assert result.messages[-1].content == TICK * 30
-    # In order: each round's text before that round's tool_call / finished event.
-    assert seen.last_delta(0) < seen.position("tool_call", 0)
+    # In order: the streamed text of round 1 before that round's finished event.
     assert seen.last_delta(1) < seen.position("finished", 1)
     # Live: round 1's first text arrived while the model was still generating it, in batches.
     assert len([i for i in seen.items if i[0] == "delta" and i[1] == 1]) > 2
@@ -232,7 +235,7 @@ async def test_streaming_keeps_working_across_continue_as_new(
             tool_calls((f"c{r}", "list_dir", '{"path": "."}'), content=f"Round {r} looks. " * 5)
             for r in range(rounds)
         ],
-        Slow(chunks=10, delay=0.02, piece=TICK),
+        Slow(chunks=20, delay=0.05, piece=TICK),
     )
     options = AgentRunOptions(max_rounds=rounds + 5, max_history_events=100)
     async with worker(client, task_queue, fake, workspace, http):
@@ -245,9 +248,12 @@ async def test_streaming_keeps_working_across_continue_as_new(
     assert generations > 1
     assert result.finish_reason == "stop" == seen.finish == late.finish
     for r in range(rounds):
-        assert seen.text(r) == f"Round {r} looks. " * 5
-        assert seen.last_delta(r) < seen.position("tool_call", r)
-    assert seen.text(rounds) == TICK * 10
+        # Instant replies: the text comes with the round's event, before its tool call.
+        assert seen.items[seen.position("text_delta", r)][1].delta == f"Round {r} looks. " * 5
+        assert seen.position("text_delta", r) < seen.position("tool_call", r)
+    # The slow last reply streamed live in the last generation.
+    assert seen.text(rounds) == TICK * 20
+    assert seen.last_delta(rounds) < seen.position("finished", rounds)
     # Every event, gap-free, although the run continued as new several times.
     all_events = seen.events()
     assert [e.seq for e in durable] == list(range(len(durable)))
@@ -270,10 +276,30 @@ async def test_an_aborted_stream_leaves_no_partial_text_in_the_messages(
     assert result.finish_reason == "stop"
     assert [m.content for m in history if m.role == "assistant"] == ["The real answer."]
     assert all("partial" not in m.content and "This" not in m.content for m in history)
-    # The live view saw the cut-off attempt's text, then a restart, then the real answer.
+    # The cut-off attempt failed within one flush interval: nothing of it was published live
+    # either; the live view has the real answer only.
+    assert seen.restarts == []
+    assert seen.text(0) == ""
+    assert [e.delta for e in seen.events() if e.type == "text_delta"] == ["The real answer."]
+
+
+async def test_a_stream_cut_off_after_going_live_is_voided_for_live_followers(
+    client, task_queue, fake: FakeOpenAIServer, workspace, http
+):
+    partial = "This partial reply must vanish from the messages"
+    fake.enqueue(CutOff(text=partial, after_chunks=8, delay=0.1), text("The real answer."))
+    async with worker(client, task_queue, fake, workspace, http):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("hello"))
+        seen = await follower(client, handle.id)
+        result = await handle.result()
+    assert [m.content for m in result.messages if m.role == "assistant"] == ["The real answer."]
+    # The live view saw part of the failed attempt, then a restart marker: a client voids it.
     assert seen.restarts == [0]
-    assert seen.text(0).startswith("This part")
-    assert seen.text_after_restart(0) == "The real answer."
+    assert seen.text(0).startswith("This")
+    assert partial.startswith(seen.text(0))
+    restart_at = seen.items.index(("restart", 0))
+    after = [i for i in seen.items[restart_at:] if i[0] == "event" and i[1].type == "text_delta"]
+    assert [i[1].delta for i in after] == ["The real answer."]
 
 
 async def test_streaming_disabled_on_the_worker_still_streams_events(
@@ -301,15 +327,19 @@ async def test_a_failed_publish_does_not_fail_the_caller(client):
     assert not live.active  # gave up after repeated failures
 
 
-async def test_the_scripted_provider_streams_its_text_in_chunks(
+async def test_a_reply_faster_than_one_flush_comes_with_its_event_only(
     client, task_queue, fake: FakeOpenAIServer, workspace, http
 ):
+    # The scripted model answers at once: publishing its text live would cost a signal and a
+    # workflow task per round for nothing, since the round's text_delta event follows at once.
     async with worker(client, task_queue, fake, workspace, http, llm_base_url=None):
         handle = await start_run(client, task_queue, AgentRunInput.from_prompt("list"))
         seen = await follower(client, handle.id)
         result = await handle.result()
+        log = await events(handle)
     final = result.messages[-1].content
     assert final.startswith("The workspace contains:")
-    assert seen.text(1) == final
-    assert len([i for i in seen.items if i[0] == "delta" and i[1] == 1]) > 1  # chunked
-    assert seen.last_delta(1) < seen.position("finished", 1)
+    assert [i for i in seen.items if i[0] == "delta"] == []
+    text_events = [e for e in seen.events() if e.type == "text_delta"]
+    assert [e.delta for e in text_events] == [final]
+    assert not any(e.type == "warning" for e in log)
