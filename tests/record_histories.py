@@ -12,32 +12,42 @@ unintended change is what the replay test is there to catch.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import RawValue
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from starter import live
 from starter.search_attributes import ensure_search_attributes
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, wait_until, worker_for
+from workflows import names
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
     ChatMessage,
+    StreamDelta,
     ToolApprovalResponse,
     ToolCall,
 )
 
 HISTORIES = Path(__file__).parent / "histories"
+FAST_HEARTBEATS: dict[str, Any] = {
+    "max_heartbeat_throttle_interval": timedelta(milliseconds=500),
+    "default_heartbeat_throttle_interval": timedelta(milliseconds=500),
+}
 
 Handle = WorkflowHandle[Any, Any]
 Scenario = Callable[[Client, str], Awaitable[Handle]]
@@ -195,6 +205,77 @@ async def llm_error(client: Client, queue: str) -> Handle:
     return handle
 
 
+async def cancel_immediate(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(replies=[text("too slow")], llm_delay=30)
+    async with worker_for(client, queue, fake, **FAST_HEARTBEATS):
+        handle = await start_run(client, queue, _prompt())
+        await wait_until(lambda: fake.llm_requests)
+        await handle.signal("cancel", {"immediate": True, "reason": "stop now"})
+        await handle.result()
+    return handle
+
+
+async def timeout_cancel(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(replies=[calls(("call_1", "delete_path", "{}"))])
+    options = AgentRunOptions(approval_timeout_seconds=1, on_approval_timeout="cancel")
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt(options))
+        await handle.result()
+    return handle
+
+
+async def temporal_cancel(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(replies=[calls(("call_1", "delete_path", "{}"))])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.cancel()
+        with contextlib.suppress(WorkflowFailureError):
+            await handle.result()
+    return handle
+
+
+async def session(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(replies=[text("Hello."), text("Still here.")])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt(AgentRunOptions(keep_alive=True)))
+        await wait_for_phase(handle, "waiting_for_message")
+        await handle.signal("send_message", {"content": "are you there?"})
+        await wait_until(lambda: len(fake.llm_requests) == 2)
+        await wait_for_phase(handle, "waiting_for_message")
+        await handle.signal("cancel")
+        await handle.result()
+    return handle
+
+
+async def live_follower(client: Client, queue: str) -> Handle:
+    """A run followed live: the stream's poll updates and a client-side publish of text."""
+    fake = FakeAgentActivities(
+        replies=[calls(("call_1", "list_dir", "{}")), text("done")], llm_delay=0.5
+    )
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        stream = WorkflowStreamClient.create(client, handle.id)
+        stream.topic(names.STREAM_DELTAS, type=StreamDelta).publish(
+            StreamDelta(round=0, call="recorded/1", attempt=1, index=0, text="Looking")
+        )
+        await stream.flush()
+        await live.follow(client, handle.id, on_delta=lambda _r, _t: None, on_event=print)
+        await handle.result()
+    return handle
+
+
+async def continue_as_new(client: Client, queue: str) -> Handle:
+    """Several generations: each run of the chain is recorded (`continue_as_new.<n>.json`)."""
+    replies = [calls((f"c{i}", "list_dir", "{}")) for i in range(12)] + [text("done")]
+    fake = FakeAgentActivities(replies=replies)
+    options = AgentRunOptions(max_rounds=20, max_history_events=100)
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt(options))
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "approve": approve,
     "reject": reject,
@@ -206,6 +287,12 @@ SCENARIOS: dict[str, Scenario] = {
     "bad_inputs": bad_inputs,
     "timeout_reject": timeout_reject,
     "llm_error": llm_error,
+    "cancel_immediate": cancel_immediate,
+    "timeout_cancel": timeout_cancel,
+    "temporal_cancel": temporal_cancel,
+    "session": session,
+    "live_follower": live_follower,
+    "continue_as_new": continue_as_new,
 }
 
 
@@ -221,10 +308,15 @@ async def record(selected: list[str]) -> None:
         HISTORIES.mkdir(exist_ok=True)
         for name in selected:
             handle = await SCENARIOS[name](env.client, f"record-{name}-{uuid.uuid4()}")
-            history = await handle.fetch_history()
-            path = HISTORIES / f"{name}.json"
-            path.write_text(history.to_json())
-            print(f"{path}: {len(history.events)} events")
+            runs = [w.run_id async for w in env.client.list_workflows(f'WorkflowId="{handle.id}"')]
+            for generation, run_id in enumerate(reversed(runs)):
+                history = await env.client.get_workflow_handle(
+                    handle.id, run_id=run_id
+                ).fetch_history()
+                suffix = f".{generation}" if len(runs) > 1 else ""
+                path = HISTORIES / f"{name}{suffix}.json"
+                path.write_text(history.to_json())
+                print(f"{path}: {len(history.events)} events")
     finally:
         await env.shutdown()
 

@@ -29,6 +29,13 @@ EXPECTED = {
     "bad_inputs",
     "timeout_reject",
     "llm_error",
+    "cancel_immediate",
+    "timeout_cancel",
+    "temporal_cancel",
+    "session",
+    "live_follower",
+    "continue_as_new.0",
+    "continue_as_new.1",
 }
 
 

@@ -343,3 +343,29 @@ async def test_a_reply_faster_than_one_flush_comes_with_its_event_only(
     text_events = [e for e in seen.events() if e.type == "text_delta"]
     assert [e.delta for e in text_events] == [final]
     assert not any(e.type == "warning" for e in log)
+
+
+async def test_a_publish_in_the_first_activation_does_not_wedge_the_run(client, task_queue):
+    """A publisher's flush can reach a run before its first workflow task (e.g. a retried flush
+    landing on a new generation). With no worker running yet, start + publish arrive in the same
+    activation; the run must take the item and finish normally."""
+    from temporalio.contrib.workflow_streams import WorkflowStreamClient
+
+    from tests.fakes import FakeAgentActivities
+    from tests.fakes import text as fake_text
+    from tests.helpers import worker_for
+    from workflows import names
+    from workflows.model import StreamDelta
+
+    handle = await start_run(client, task_queue, AgentRunInput.from_prompt("hi"))
+    stream = WorkflowStreamClient.create(client, handle.id)
+    stream.topic(names.STREAM_DELTAS, type=StreamDelta).publish(
+        StreamDelta(round=0, call="early/1", attempt=1, index=0, text="early text")
+    )
+    await stream.flush()
+    fake = FakeAgentActivities(replies=[fake_text("hello")])
+    async with worker_for(client, task_queue, fake):
+        result = await asyncio.wait_for(handle.result(), 30)
+        seen = await follower(client, handle.id)
+    assert result.finish_reason == "stop"
+    assert seen.text(0) == "early text"

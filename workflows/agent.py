@@ -133,6 +133,9 @@ class AgentWorkflow:
         self._published: tuple[str, int] | None = None
         # The live view (temporalio.contrib.workflow_streams): every emitted event on the
         # `events` topic; `call_llm` publishes the model's text on `deltas`.
+        # The class declares the stream's publish signal too (see `_stream_publish`); the stream
+        # insists on registering it itself, so hand the name over to it here.
+        workflow.set_signal_handler(STREAM_PUBLISH_SIGNAL, None)
         self._stream = WorkflowStream(prior_state=carried.stream if carried else None)
         self._events_topic = self._stream.topic(names.STREAM_EVENTS)
 
@@ -408,9 +411,6 @@ class AgentWorkflow:
             names.SIGNAL_SEND_MESSAGE: self._on_send_message,
         }
         handler = handlers.get(name)
-        if name == STREAM_PUBLISH_SIGNAL:
-            self._late_stream_publish(args)
-            return
         if handler is None:
             self._warn(f"unknown signal '{name}' ignored")
             return
@@ -454,6 +454,14 @@ class AgentWorkflow:
             self._warn("send_message: the run has finished; message ignored")
             return
         self._held.append(message)
+
+    @workflow.signal(name=STREAM_PUBLISH_SIGNAL)
+    def _stream_publish(self, batch: PublishInput) -> None:
+        """Declared on the class although the stream registers the same handler in __init__: a
+        publish in a run's first activation (a publisher's flush landing on a new generation) is
+        decoded before __init__ runs, and must be decoded for this handler, not the dynamic one,
+        whose argument shape differs (the SDK would then call the stream's handler with it)."""
+        self._stream._on_publish(batch)
 
     @workflow.update(name=names.UPDATE_SUBMIT_APPROVAL)
     def submit_approval(self, payload: RawValue) -> list[ToolCall]:
@@ -591,17 +599,6 @@ class AgentWorkflow:
     def _emit(self, event_type: type[Any], **fields: Any) -> None:
         event = self._log.emit(event_type, self._round, **fields)
         self._events_topic.publish(event)
-
-    def _late_stream_publish(self, args: Sequence[RawValue]) -> None:
-        """A stream publish that reached the dynamic handler: in a run's first activation the SDK
-        applies signals before `@workflow.init` registers the stream's own handler (e.g. a
-        publisher's retried flush landing on a new generation). Hand it to the stream."""
-        try:
-            batch = workflow.payload_converter().from_payload(args[0].payload, PublishInput)
-        except Exception as err:  # never let a bad publish fail the run
-            workflow.logger.warning("undecodable stream publish dropped: %s", err)
-            return
-        self._stream._on_publish(batch)
 
     async def _close_stream(self) -> None:
         """Release the live stream's waiting subscribers before the run closes (they read the
