@@ -141,6 +141,8 @@ class Slow:
     chunks: int = 50
     delay: float = 0.1
     piece: str = "tick "
+    then_call: tuple[str, str, str] | None = None
+    """A tool call (id, name, JSON arguments) streamed after the slow text."""
 
 
 @dataclass
@@ -464,7 +466,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._pause(behaviour.delay)
             self._event(_chunk(_delta({"content": behaviour.piece})))
             self.server.note("slow_chunks_sent")
-        self._event(_chunk(_delta({}, "stop")))
+        if behaviour.then_call is not None:
+            for chunk in stream_chunks(tool_calls(behaviour.then_call))[1:]:
+                self._event(chunk)  # the call, its finish_reason and usage
+        else:
+            self._event(_chunk(_delta({}, "stop")))
         self._event("[DONE]")
         self._end_stream()
 
