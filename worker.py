@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable
 from contextlib import suppress
 from datetime import timedelta
+from typing import TypedDict
 
 import httpx
 from temporalio.client import Client
@@ -40,6 +41,22 @@ GRACEFUL_SHUTDOWN_SECONDS = 10.0
 def provider_name(settings: Settings) -> str:
     """`scripted` (the rule-based stand-in) unless LLM_BASE_URL points at a real endpoint."""
     return "openai-compatible" if settings.llm_base_url else "scripted"
+
+
+class HeartbeatTuning(TypedDict):
+    max_heartbeat_throttle_interval: timedelta
+    default_heartbeat_throttle_interval: timedelta
+
+
+def heartbeat_tuning() -> HeartbeatTuning:
+    """Worker options for every worker that runs AgentWorkflow's activities (this one, the
+    benchmark's, the tests'). Cancellation reaches an activity only with a heartbeat the server
+    answers; the SDK's default throttle (up to 80% of the heartbeat timeout) would delay an
+    immediate cancel by many seconds."""
+    return HeartbeatTuning(
+        max_heartbeat_throttle_interval=timedelta(milliseconds=500),
+        default_heartbeat_throttle_interval=timedelta(milliseconds=500),
+    )
 
 
 async def run_worker(
@@ -68,11 +85,7 @@ async def run_worker(
             workflows=[AgentWorkflow],
             activities=acts.all(),
             graceful_shutdown_timeout=timedelta(seconds=GRACEFUL_SHUTDOWN_SECONDS),
-            # Cancellation reaches an activity only with a heartbeat the server answers; the
-            # default throttle (up to 80% of the heartbeat timeout) would delay an immediate
-            # cancel by tens of seconds.
-            max_heartbeat_throttle_interval=timedelta(milliseconds=500),
-            default_heartbeat_throttle_interval=timedelta(milliseconds=500),
+            **heartbeat_tuning(),
         )
         async with worker:
             if ready is not None:

@@ -23,6 +23,7 @@ from temporalio.worker import Worker
 
 from bench.bare_workflow import BareWorkflow
 from starter.search_attributes import ensure_search_attributes
+from worker import heartbeat_tuning
 from workflows.agent import AgentWorkflow
 
 DEV_SERVER_ARGS = ["--log-level", "error"]
@@ -92,7 +93,7 @@ def worker(
         task_queue=task_queue,
         workflows=[AgentWorkflow, BareWorkflow],
         activities=list(activities),
-        **kw,
+        **{**heartbeat_tuning(), **kw},
     )
 
 

@@ -74,6 +74,62 @@ async def fetch_status(handle: WorkflowHandle[object, object]) -> AgentStatus:
     return status
 
 
+class _Prompts:
+    """What both followers do besides printing: ask about newly pending calls (or say how to
+    answer them), and between the turns of a session ask for the next message (or say how)."""
+
+    def __init__(
+        self,
+        handle: WorkflowHandle[object, object],
+        out: Output,
+        on_awaiting: AwaitingHandler | None,
+        on_waiting_for_message: WaitingHandler | None,
+    ) -> None:
+        self._handle = handle
+        self._out = out
+        self._on_awaiting = on_awaiting
+        self._on_waiting_for_message = on_waiting_for_message
+        self._asked: set[str] = set()
+        self._session_hinted_at: int | None = None
+
+    async def pending_calls(self) -> bool:
+        """After an `awaiting_approval` event: the calls still unanswered now (not those of an old
+        event replayed from the log) and not asked about before. True when someone was asked."""
+        status = await fetch_status(self._handle)
+        if status.phase != "awaiting_approval":
+            return False
+        calls = [c for c in status.pending_approvals if c.id not in self._asked]
+        self._asked.update(c.id for c in calls)
+        if calls and self._on_awaiting is not None:
+            await self._on_awaiting(self._handle, calls)
+            return True
+        if calls:
+            print_answer_hint(self._out, self._handle.id, calls)
+        return False
+
+    async def between_turns(self, last: int) -> bool:
+        """While nothing happens: if a session waits for a message, ask for it (once per wait).
+        False when the person chose to stop following."""
+        if self._session_hinted_at == last:
+            return True
+        status = await fetch_status(self._handle)
+        if status.phase != "waiting_for_message":
+            return True
+        self._session_hinted_at = last
+        workflow_id = self._handle.id
+        if self._on_waiting_for_message is None:
+            self._out.info(
+                f"session open, waiting for a message:"
+                f' {cli_name()} say {workflow_id} "…"'
+                f" (end it: {cli_name()} cancel {workflow_id})"
+            )
+            return True
+        if not await self._on_waiting_for_message(self._handle):
+            return False
+        self._session_hinted_at = None
+        return True
+
+
 async def follow(
     client: Client,
     workflow_id: str,
@@ -102,8 +158,7 @@ async def follow(
         )
     )
     last = after
-    asked: set[str] = set()
-    session_hinted_at: int | None = None
+    prompts = _Prompts(handle, out, on_awaiting, on_waiting_for_message)
     try:
         while True:
             getter = asyncio.ensure_future(queue.get())
@@ -129,14 +184,7 @@ async def follow(
                 if isinstance(event, FinishedEvent):
                     return Followed(event.finish_reason, last)
                 if isinstance(event, AwaitingApprovalEvent):
-                    status = await fetch_status(handle)
-                    if status.phase == "awaiting_approval":
-                        calls = [c for c in status.pending_approvals if c.id not in asked]
-                        asked.update(c.id for c in calls)
-                        if calls and on_awaiting is not None:
-                            await on_awaiting(handle, calls)
-                        elif calls:
-                            print_answer_hint(out, workflow_id, calls)
+                    await prompts.pending_calls()
                 continue
             if subscription.done() and queue.empty():
                 # The stream ended without `finished` (terminated run) or cannot be read:
@@ -149,20 +197,8 @@ async def follow(
                     on_awaiting=on_awaiting,
                     on_waiting_for_message=on_waiting_for_message,
                 )
-            if session_hinted_at != last and not subscription.done():
-                status = await fetch_status(handle)
-                if status.phase == "waiting_for_message":
-                    session_hinted_at = last
-                    if on_waiting_for_message is not None:
-                        if not await on_waiting_for_message(handle):
-                            return Followed(None, last)
-                        session_hinted_at = None
-                    else:
-                        out.info(
-                            f"session open, waiting for a message:"
-                            f' {cli_name()} say {workflow_id} "…"'
-                            f" (end it: {cli_name()} cancel {workflow_id})"
-                        )
+            if not subscription.done() and not await prompts.between_turns(last):
+                return Followed(None, last)
     finally:
         subscription.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -182,9 +218,8 @@ async def follow_by_polling(
     fallback when the live stream is not available)."""
     handle: WorkflowHandle[object, object] = client.get_workflow_handle(workflow_id)
     last = after
-    asked: set[str] = set()
+    prompts = _Prompts(handle, out, on_awaiting, on_waiting_for_message)
     idle = 0
-    session_hinted_at: int | None = None
     while True:
         try:
             batch = await fetch_events(handle, last)
@@ -203,19 +238,9 @@ async def follow_by_polling(
                 return Followed(event.finish_reason, last)
             if isinstance(event, AwaitingApprovalEvent):
                 awaiting = True
-        if awaiting:
-            # Ask about (or explain how to answer) the calls that are still unanswered now, not
-            # those of an old event replayed from the log.
-            status = await fetch_status(handle)
-            if status.phase == "awaiting_approval":
-                calls = [c for c in status.pending_approvals if c.id not in asked]
-                asked.update(c.id for c in calls)
-                if calls and on_awaiting is not None:
-                    await on_awaiting(handle, calls)
-                    idle = 0
-                    continue
-                if calls:
-                    print_answer_hint(out, workflow_id, calls)
+        if awaiting and await prompts.pending_calls():
+            idle = 0
+            continue
         if batch:
             idle = 0
         else:
@@ -233,20 +258,8 @@ async def follow_by_polling(
                     name = description.status.name if description.status else "UNKNOWN"
                     out.info(f"run ended without a finished event: {name}")
                     return Followed(None, last, name)
-                if session_hinted_at != last:
-                    status = await fetch_status(handle)
-                    if status.phase == "waiting_for_message":
-                        session_hinted_at = last
-                        if on_waiting_for_message is not None:
-                            if not await on_waiting_for_message(handle):
-                                return Followed(None, last)
-                            session_hinted_at = None
-                        else:
-                            out.info(
-                                f"session open, waiting for a message:"
-                                f' {cli_name()} say {workflow_id} "…"'
-                                f" (end it: {cli_name()} cancel {workflow_id})"
-                            )
+                if not await prompts.between_turns(last):
+                    return Followed(None, last)
         await asyncio.sleep(POLL_SECONDS)
 
 

@@ -17,7 +17,6 @@ import os
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from starter import live
 from starter.search_attributes import ensure_search_attributes
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, wait_until, worker_for
+from worker import heartbeat_tuning
 from workflows import names
 from workflows.model import (
     AgentRunInput,
@@ -44,10 +44,7 @@ from workflows.model import (
 )
 
 HISTORIES = Path(__file__).parent / "histories"
-FAST_HEARTBEATS: dict[str, Any] = {
-    "max_heartbeat_throttle_interval": timedelta(milliseconds=500),
-    "default_heartbeat_throttle_interval": timedelta(milliseconds=500),
-}
+FAST_HEARTBEATS: dict[str, Any] = dict(heartbeat_tuning())
 
 Handle = WorkflowHandle[Any, Any]
 Scenario = Callable[[Client, str], Awaitable[Handle]]

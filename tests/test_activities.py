@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
 
@@ -21,6 +20,7 @@ from activities.settings import Settings
 from activities.tools import build_default_registry
 from tests.fake_openai import FakeOpenAI, Slow
 from tests.helpers import event_types, events, start_run, wait_for_phase, wait_until
+from worker import heartbeat_tuning
 from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, ToolRequest
 from workflows.reconstruction import invariant_violations
@@ -140,8 +140,7 @@ async def test_an_immediate_cancel_aborts_the_http_request(client, task_queue, w
                 task_queue=task_queue,
                 workflows=[AgentWorkflow],
                 activities=acts.all(),
-                max_heartbeat_throttle_interval=timedelta(milliseconds=500),
-                default_heartbeat_throttle_interval=timedelta(milliseconds=500),
+                **heartbeat_tuning(),
             ):
                 handle = await start_run(
                     client, task_queue, AgentRunInput.from_prompt("hi"), f"cancel-{uuid.uuid4()}"

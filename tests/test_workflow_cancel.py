@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -25,15 +24,13 @@ from tests.helpers import (
     wait_until,
     worker_for,
 )
+from worker import heartbeat_tuning
 from workflows.model import AgentRunInput, AgentRunOptions
 from workflows.reconstruction import invariant_violations
 
-# Heartbeats carry activity cancellation to the worker; the SDK batches them for up to 80% of the
-# heartbeat timeout by default, so tests of in-flight cancellation flush them quickly.
-FAST_HEARTBEATS = {
-    "max_heartbeat_throttle_interval": timedelta(milliseconds=500),
-    "default_heartbeat_throttle_interval": timedelta(milliseconds=500),
-}
+# Heartbeats carry activity cancellation to the worker: the tests' workers use the production
+# worker's heartbeat settings.
+FAST_HEARTBEATS = heartbeat_tuning()
 
 
 def assert_cancelled_tail(evs: list[Any], message: str = "Agent run cancelled") -> None:
