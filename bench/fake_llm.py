@@ -9,9 +9,13 @@ when the client went away, which is when an immediate cancel really aborted the 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import itertools
 import json
+import signal
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -160,3 +164,60 @@ def _chunk(delta: dict[str, Any], finish: str | None, usage: Any = None) -> dict
     if usage is not None:
         out["usage"] = usage
     return out
+
+
+class FakeLlmProcess:
+    """The same server in a process of its own, so that its CPU does not share the worker's
+    interpreter lock: a figure about orchestration overhead should not charge the model's work
+    to the worker. Prints `port N` once listening."""
+
+    def __init__(self, mode: str = "instant", content_size: int = 100, tool: str = "list_dir"):
+        self._args = ["--mode", mode, "--content-size", str(content_size), "--tool", tool]
+        self._proc: subprocess.Popen[str] | None = None
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> FakeLlmProcess:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.fake_llm", *self._args],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline().split()
+        if len(line) != 2 or line[0] != "port":
+            self._proc.kill()
+            raise RuntimeError(f"fake LLM process did not start: {line!r}")
+        self.port = int(line[1])
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, err: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+
+
+def _main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--mode", default="instant", choices=["instant", "slow"])
+    parser.add_argument("--content-size", type=int, default=100)
+    parser.add_argument("--tool", default="list_dir")
+    args = parser.parse_args()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with FakeLlmServer(mode=args.mode, content_size=args.content_size, tool=args.tool) as server:
+        print(f"port {server.port}", flush=True)
+        stop.wait()
+
+
+if __name__ == "__main__":
+    _main()

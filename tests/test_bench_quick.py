@@ -28,6 +28,7 @@ FIGURES = [
     "cancel.immediate",
     "approval.signal_to_tool",
     "scale.throughput",
+    "scale.throughput_logic",
     "scale.paused_rss",
     "scale.approve_all",
     "replay.seconds",

@@ -14,7 +14,7 @@ from typing import Any
 from bench.harness import Bench, generations, history_bytes, new_id, new_queue, worker
 from bench.report import Figure
 from bench.stubs import LIST_DIR, FakeAgent
-from workflows.agent import AgentWorkflow
+from workflows.agent import MAX_CONVERSATION_BYTES, AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
 
 MAX_GENERATION_BYTES = 4 * 1024 * 1024
@@ -112,7 +112,7 @@ async def measure(b: Bench) -> list[Figure]:
                     target=1.0,
                     note=(
                         "PRODUCT LIMIT: the workflow ends a run with an `error` event once the "
-                        "conversation passes 1,000,000 bytes (MAX_CONVERSATION_BYTES)"
+                        f"conversation passes {MAX_CONVERSATION_BYTES:,} bytes"
                         if limited
                         else f"finish_reason {longest['finish_reason']}"
                     ),

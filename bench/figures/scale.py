@@ -16,10 +16,10 @@ from temporalio.client import WorkflowHandle
 
 from bench.agent_activities import agent_activities
 from bench.bare_workflow import SIGNAL_GO, BareInput, BareWorkflow
-from bench.fake_llm import FakeLlmServer
+from bench.fake_llm import FakeLlmProcess
 from bench.harness import Bench, new_id, new_queue, worker
 from bench.report import Figure
-from bench.stubs import Stamps, bare_activities
+from bench.stubs import LIST_DIR, FakeAgent, Stamps, bare_activities
 from workflows import names
 from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, AgentStatus, ChatMessage
@@ -138,7 +138,7 @@ async def measure(b: Bench) -> list[Figure]:
     task_queue = new_queue("scale")
     agent: list[float] = []
     bare: list[float] = []
-    with FakeLlmServer(mode="instant", content_size=200) as server:
+    with FakeLlmProcess(mode="instant", content_size=200) as server:
         async with agent_activities(b.client, server.base_url, b.workdir / "scale") as (
             acts,
             label,
@@ -150,12 +150,26 @@ async def measure(b: Bench) -> list[Figure]:
                     for kind in order:
                         rate = await throughput(b, kind, task_queue)
                         (agent if kind == "agent" else bare).append(rate)
+    # The same, with the model and the tool replaced by in-process fakes under the real activity
+    # names: the workflow's own cost, without the `messages` query and the HTTP call per round.
+    logic: list[float] = []
+    logic_bare: list[float] = []
+    logic_queue = new_queue("scale-logic")
+    fakes = FakeAgent(content_size=200, tool=LIST_DIR).activities()
+    async with worker(b.client, logic_queue, [*fakes, *bare_activities(Stamps())]):
+        for i in range(p.scale_pairs):
+            order = ("agent", "bare") if i % 2 == 0 else ("bare", "agent")
+            for kind in order:
+                rate = await throughput(b, kind, logic_queue)
+                (logic if kind == "agent" else logic_bare).append(rate)
     parked_agent = await paused_runs(b, "agent")
     parked_bare = await paused_runs(b, "bare")
     b.details["scale"] = {
         "activities": label,
         "agent_rounds_per_second": agent,
         "bare_rounds_per_second": bare,
+        "agent_logic_rounds_per_second": logic,
+        "bare_logic_rounds_per_second": logic_bare,
         "paused_agent": parked_agent,
         "paused_bare": parked_bare,
     }
@@ -174,6 +188,19 @@ async def measure(b: Bench) -> list[Figure]:
             target_kind="ratio_min",
             target=0.9,
             note=f"{p.scale_pairs} interleaved pair(s); {label}; fake model answering at once",
+        ),
+        Figure(
+            key="scale.throughput_logic",
+            label=f"5. same, model and tool faked in-process{small}",
+            value=sum(logic) / len(logic),
+            unit="rounds/s",
+            floor=sum(logic_bare) / len(logic_bare),
+            floor_label="bare wf",
+            note=(
+                "AgentWorkflow with in-process fakes of call_llm/execute_tool: the workflow's own"
+                " cost; the gap to the row above is the per-round `messages` query and HTTP call;"
+                " report only"
+            ),
         ),
         Figure(
             key="scale.paused_rss",
