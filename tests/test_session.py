@@ -98,3 +98,39 @@ async def test_session_idle_timeout_ends_the_session(time_skipping_env):
         final = await status(handle)
     assert result.finish_reason == "stop"
     assert final.phase == "finished"
+
+
+async def test_a_session_waiting_between_turns_continues_as_new_and_keeps_waiting(
+    client, task_queue
+):
+    fake = FakeAgentActivities(replies=[text("Hi."), text("Welcome back.")])
+    run_input = AgentRunInput.from_prompt(
+        "hello", AgentRunOptions(keep_alive=True, max_history_events=100)
+    )
+    async with Worker(
+        client, task_queue=task_queue, workflows=[AgentWorkflow], activities=fake.activities()
+    ):
+        handle = await start_run(client, task_queue, run_input)
+        await wait_for_phase(handle, "waiting_for_message")
+        # Ignored answers grow the history while the session is idle, until it continues as new.
+        for i in range(60):
+            await handle.signal("tool_approval", {"call_id": f"x{i}", "approved": True})
+
+        async def generations() -> int:
+            return len([w async for w in client.list_workflows(f'WorkflowId="{handle.id}"')])
+
+        await wait_until(lambda: generations_at_least(generations, 2), timeout=30)
+        still = await wait_for_phase(handle, "waiting_for_message")
+        assert len(fake.llm_requests) == 1  # the new generation did not call the model by itself
+        await handle.signal("send_message", {"content": "I am back"})
+        await wait_until(lambda: len(fake.llm_requests) == 2)
+        await wait_for_phase(handle, "waiting_for_message")
+        await handle.signal("cancel")
+        result = await handle.result()
+    assert still.round == 0
+    assert [m.content for m in result.messages] == ["hello", "Hi.", "I am back", "Welcome back."]
+    assert result.finish_reason == "cancelled"
+
+
+async def generations_at_least(count, minimum: int) -> bool:
+    return await count() >= minimum

@@ -116,6 +116,8 @@ class AgentWorkflow:
         self._awaiting_announced = carried.awaiting_announced if carried else False
         self._approval_deadline = carried.approval_deadline if carried else None
         self._awaiting_since = carried.awaiting_since if carried else None
+        self._between_turns = carried.between_turns if carried else False
+        self._idle_deadline = carried.idle_deadline if carried else None
         self._cancel: CancelRequest | None = carried.cancel if carried else None
         self._held: list[ChatMessage] = list(carried.held_messages) if carried else []
         self._usage = carried.usage if carried else Usage()
@@ -177,6 +179,11 @@ class AgentWorkflow:
                 self._stream.detach_pollers()  # live subscribers follow on to the next run
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 self._continue_as_new()
+            # A session between turns (`keep_alive`): wait for the next message.
+            if self._between_turns:
+                if not await self._wait_for_message():
+                    return self._finish("stop")
+                continue  # a message (a new turn), a cancel, or continue-as-new
             # 2. Answers to apply (or a batch that needs none): resume from the messages.
             pending = pending_calls(self._messages)
             if pending:
@@ -204,9 +211,11 @@ class AgentWorkflow:
                 continue  # a message arrived while the model was answering: answer it too
             if not self._options.keep_alive:
                 return self._finish("stop")
-            if not await self._wait_for_message():
-                return self._finish("stop")
-            self._round = 0
+            self._between_turns = True
+            if self._options.idle_timeout_seconds is not None:
+                self._idle_deadline = workflow.now() + timedelta(
+                    seconds=self._options.idle_timeout_seconds
+                )
 
     # ------------------------------------------------------------ the model
 
@@ -386,17 +395,26 @@ class AgentWorkflow:
         return False
 
     async def _wait_for_message(self) -> bool:
-        """A session between turns. Returns False when the idle timeout ended it."""
+        """A session between turns, durably, across continue-as-new (the idle deadline is
+        carried). Returns False when the idle timeout ended it; a message starts a new turn."""
         self._set_phase("waiting_for_message", "waiting for the next message")
-        idle = self._options.idle_timeout_seconds
+        timeout: float | None = None
+        if self._idle_deadline is not None:
+            timeout = max(0.0, (self._idle_deadline - workflow.now()).total_seconds())
         try:
             await workflow.wait_condition(
-                lambda: bool(self._held) or self._cancel is not None,
-                timeout=idle,
+                lambda: (
+                    bool(self._held) or self._cancel is not None or self._should_continue_as_new()
+                ),
+                timeout=timeout,
                 timeout_summary="session idle timeout",
             )
         except TimeoutError:
             return False
+        if self._held:
+            self._between_turns = False
+            self._idle_deadline = None
+            self._round = 0
         return True
 
     # ----------------------------------------------------------- handlers
@@ -672,6 +690,8 @@ class AgentWorkflow:
             answers=self._answers,
             awaiting_announced=self._awaiting_announced,
             awaiting_since=self._awaiting_since,
+            between_turns=self._between_turns,
+            idle_deadline=self._idle_deadline,
             approval_deadline=self._approval_deadline,
             cancel=self._cancel,
             held_messages=self._held,

@@ -311,6 +311,9 @@ class CarriedState(BaseModel):
     awaiting_announced: bool = False
     awaiting_since: datetime | None = None
     approval_deadline: datetime | None = None
+    between_turns: bool = False
+    """A session (`keep_alive`) waiting for its next message."""
+    idle_deadline: datetime | None = None
     cancel: CancelRequest | None = None
     held_messages: list[ChatMessage] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
