@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from collections.abc import AsyncIterator
 
 from temporalio import activity
@@ -15,28 +16,38 @@ HEARTBEAT_INTERVAL_SECONDS = 0.5
 bounds how fast an immediate cancel reaches a waiting activity."""
 
 
+_beating: contextvars.ContextVar[bool] = contextvars.ContextVar("beating", default=False)
+
+
 def heartbeat_now() -> None:
-    """Heartbeat if running inside an activity (no-op elsewhere, e.g. in plain unit tests)."""
-    if activity.in_activity():
+    """Heartbeat if running inside an activity (no-op elsewhere, e.g. in plain unit tests, and
+    inside a `heartbeating()` block, whose background task already beats)."""
+    if activity.in_activity() and not _beating.get():
         activity.heartbeat()
 
 
 @contextlib.asynccontextmanager
 async def heartbeating(interval: float = HEARTBEAT_INTERVAL_SECONDS) -> AsyncIterator[None]:
-    """Heartbeat every `interval` seconds in the background for the duration of the block."""
+    """Heartbeat every `interval` seconds in the background for the duration of the block.
+
+    The first beat comes after one interval: an activity that is done sooner (most tool calls,
+    a fast model) costs the server no heartbeat at all, and one that takes longer still learns
+    of a cancellation within about a second."""
     if not activity.in_activity():
         yield
         return
 
     async def beat() -> None:
         while True:
-            activity.heartbeat()
             await asyncio.sleep(interval)
+            activity.heartbeat()
 
     task = asyncio.create_task(beat())
+    token = _beating.set(True)
     try:
         yield
     finally:
+        _beating.reset(token)
         # Not awaited: the task stops at its next await, and awaiting it here could swallow a
         # cancellation aimed at the activity itself.
         task.cancel()
