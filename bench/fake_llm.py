@@ -1,5 +1,5 @@
-"""A tiny OpenAI-compatible chat-completions server on 127.0.0.1, the bench's own fallback for
-when `tests/fake_openai.py` is not there (or cannot be driven the way a figure needs).
+"""A tiny OpenAI-compatible chat-completions server on 127.0.0.1 for the benchmark: leaner than
+`tests/fake_openai.py` (it must not dominate the figures) and it records when a client went away.
 
 It runs its own event loop in a thread, so the worker's loop only pays for the HTTP client, as it
 would against a real provider. Two behaviours: `instant` (a reply of `content_size` characters
