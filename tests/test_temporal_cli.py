@@ -18,7 +18,9 @@ The commands (plus `--address <dev server> --namespace default` on each):
     temporal workflow describe --workflow-id W2 --output json
 
 Output formats used (temporal CLI 1.x, `--output json`):
-- `workflow query` prints `{"queryResult": [<the query's value>]}`;
+- `workflow query` prints `{"queryResult": [<the query's value>]}`, where an empty list shows as
+  `null` though the payload holds `[]` (seen in CI: `"pending_approvals": null` while the run was
+  `running`; see test_cli_prints_an_empty_list_as_null);
 - `workflow update execute` prints `{"name": ..., "updateId": ..., "result": <the returned value>}`;
   a rejected update exits with code 1 and prints `Error: unable to update workflow: <why>` on
   stderr;
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes import FakeAgentActivities, calls, text
-from tests.helpers import wait_until, worker_for
+from tests.helpers import events, status, wait_until, worker_for
 
 TEMPORAL = str(Path(sys.executable).parent / "temporal")
 
@@ -101,7 +103,8 @@ async def test_cli_approve_reject_and_cancel(client):
 
         async def awaiting(call_id: str) -> Any:
             st = await cli.query(wid, "status")
-            ids = [c["id"] for c in st["pending_approvals"]]
+            # `--output json` prints an empty list inside a query result as null
+            ids = [c["id"] for c in st["pending_approvals"] or []]
             return st if st["phase"] == "awaiting_approval" and ids == [call_id] else None
 
         st = await wait_until(lambda: awaiting("call_1"))
@@ -211,3 +214,29 @@ async def test_cli_approve_reject_and_cancel(client):
 
 async def _phase_is(cli: Cli, workflow_id: str, phase: str) -> bool:
     return bool((await cli.query(workflow_id, "status"))["phase"] == phase)
+
+
+async def test_cli_prints_an_empty_list_as_null(client):
+    """The README's CLI quirk, pinned: the payload holds `[]`, the CLI prints `null`."""
+    cli = Cli(client.service_client.config.target_host)
+    queue = f"cli-{uuid.uuid4()}"
+    wid = f"cli-run-{uuid.uuid4()}"
+    async with worker_for(client, queue, FakeAgentActivities(replies=[text("done")])):
+        await cli.run(
+            "workflow",
+            "start",
+            "--type",
+            "AgentWorkflow",
+            "--task-queue",
+            queue,
+            "--workflow-id",
+            wid,
+            "--input",
+            '"say done"',
+        )
+        await cli.json("workflow", "result", "--workflow-id", wid)
+        handle = client.get_workflow_handle(wid)
+        assert (await status(handle)).pending_approvals == []
+        assert await events(handle, 1000) == []
+        assert (await cli.query(wid, "status"))["pending_approvals"] is None
+        assert await cli.query(wid, "events", "--input", "1000") is None
