@@ -65,6 +65,20 @@ class Cli:
             raise AssertionError(f"temporal {' '.join(args)} failed ({code}): {err.decode()}")
         return code, out.decode(), err.decode()
 
+    async def start(self, task_queue: str, workflow_id: str, run_input: str) -> None:
+        await self.run(
+            "workflow",
+            "start",
+            "--type",
+            "AgentWorkflow",
+            "--task-queue",
+            task_queue,
+            "--workflow-id",
+            workflow_id,
+            "--input",
+            run_input,
+        )
+
     async def json(self, *args: str) -> Any:
         _, out, _ = await self.run(*args, "--output", "json")
         return json.loads(out)
@@ -88,17 +102,8 @@ async def test_cli_approve_reject_and_cancel(client):
         ]
     )
     async with worker_for(client, queue, fake):
-        await cli.run(
-            "workflow",
-            "start",
-            "--type",
-            "AgentWorkflow",
-            "--task-queue",
-            queue,
-            "--workflow-id",
-            wid,
-            "--input",
-            '{"messages":[{"role":"user","content":"Please delete the logs folder"}]}',
+        await cli.start(
+            queue, wid, '{"messages":[{"role":"user","content":"Please delete the logs folder"}]}'
         )
 
         async def awaiting(call_id: str) -> Any:
@@ -176,17 +181,8 @@ async def test_cli_approve_reject_and_cancel(client):
         wid2 = f"cli-run-{uuid.uuid4()}"
         fake.replies = [calls(("call_1", "delete_path", '{"path": "logs"}'))]
         fake.llm_requests.clear()
-        await cli.run(
-            "workflow",
-            "start",
-            "--type",
-            "AgentWorkflow",
-            "--task-queue",
-            queue,
-            "--workflow-id",
-            wid2,
-            "--input",
-            '{"messages":[{"role":"user","content":"Please delete the logs folder"}]}',
+        await cli.start(
+            queue, wid2, '{"messages":[{"role":"user","content":"Please delete the logs folder"}]}'
         )
         await wait_until(
             lambda: _phase_is(cli, wid2, "awaiting_approval"),
@@ -222,18 +218,7 @@ async def test_cli_prints_an_empty_list_as_null(client):
     queue = f"cli-{uuid.uuid4()}"
     wid = f"cli-run-{uuid.uuid4()}"
     async with worker_for(client, queue, FakeAgentActivities(replies=[text("done")])):
-        await cli.run(
-            "workflow",
-            "start",
-            "--type",
-            "AgentWorkflow",
-            "--task-queue",
-            queue,
-            "--workflow-id",
-            wid,
-            "--input",
-            '"say done"',
-        )
+        await cli.start(queue, wid, '"say done"')
         await cli.json("workflow", "result", "--workflow-id", wid)
         handle = client.get_workflow_handle(wid)
         assert (await status(handle)).pending_approvals == []
