@@ -14,10 +14,11 @@ The API key is sent only in the Authorization header and is scrubbed from every 
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -29,6 +30,9 @@ from workflows.model import ChatMessage, LlmResponse, ToolCall, ToolSpec, Usage
 
 ERROR_TEXT_LIMIT = 1_000
 MAX_RETRY_AFTER_SECONDS = 600.0
+AFTER_DONE_SECONDS = 1.0
+"""How long a streamed body may take to end after `[DONE]` before its connection is dropped."""
+AFTER_DONE_LINES = 100
 
 
 def _no_heartbeat() -> None:
@@ -373,7 +377,8 @@ class OpenAIChatClient:
     ) -> LlmResponse:
         assembly = _Assembly(on_text=on_text)
         done = False
-        async for line in response.aiter_lines():
+        lines = response.aiter_lines()
+        async for line in lines:
             self._heartbeat()
             if not line.startswith("data:"):
                 continue  # comments (": keep-alive"), `event:` and `id:` lines, blank separators
@@ -394,9 +399,27 @@ class OpenAIChatClient:
                     type="LlmStreamError",
                 )
             assembly.add_chunk(chunk)
-        if not done and not assembly.finished:
+        if done:
+            await _read_to_the_end(lines)
+        elif not assembly.finished:
             raise ApplicationError(
                 "LLM stream was cut off before it finished (no finish_reason, no [DONE])",
                 type="LlmStreamCutOff",
             )
         return assembly.response()
+
+
+async def _read_to_the_end(lines: AsyncIterator[str]) -> None:
+    """Read what follows `[DONE]`: normally only the end of the body. A body read to its end lets
+    httpx return the connection to its pool; one left unread makes it close the connection, so
+    every round would pay a new TCP (and TLS) handshake. A server that keeps sending, or keeps
+    the body open, only loses its connection: the reply is already complete."""
+    try:
+        async with asyncio.timeout(AFTER_DONE_SECONDS):
+            extra = 0
+            async for _ in lines:
+                extra += 1
+                if extra > AFTER_DONE_LINES:
+                    return
+    except TimeoutError:
+        return

@@ -82,6 +82,8 @@ class Reply:
     """Answer `application/json` even when the request asked for a stream."""
     split_names: bool = True
     """Stream each tool name in two fragments (the id only in the first)."""
+    open_after_done: float = 0.0
+    """Seconds the streamed body stays open after `[DONE]` (a misbehaving provider)."""
 
 
 def text(content: str, chunk_size: int = 3) -> Reply:
@@ -317,6 +319,10 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         return
 
+    def setup(self) -> None:
+        super().setup()
+        self.server.note("connections")  # one handler per TCP connection (keep-alive reuses it)
+
     # -- plumbing
 
     def _send_json(self, status: int, value: Any, headers: dict[str, str] | None = None) -> None:
@@ -428,6 +434,8 @@ class _Handler(BaseHTTPRequestHandler):
             for chunk in stream_chunks(behaviour):
                 self._event(chunk)
             self._event("[DONE]")
+            if behaviour.open_after_done:
+                self._pause(behaviour.open_after_done)
             self._end_stream()
         else:
             self._send_json(200, completion_json(behaviour))

@@ -115,6 +115,27 @@ async def test_streamed_text(fake, http):
     assert fake.headers[0]["Authorization"] == f"Bearer {API_KEY}"
 
 
+@pytest.mark.parametrize("stream", [True, False])
+async def test_consecutive_calls_reuse_one_connection(fake, http, stream):
+    """A streamed reply is read to its end after `[DONE]`, so the connection goes back to the
+    pool: no new TCP (and, with a real provider, TLS) handshake per round."""
+    fake.enqueue(text("one"), text("two"), text("three"))
+    client = llm(fake, http, stream=stream)
+    replies = [(await client.complete(PROMPT)).message.content for _ in range(3)]
+    assert replies == ["one", "two", "three"]
+    assert fake.count("connections") == 1
+
+
+async def test_a_body_left_open_after_done_costs_only_its_connection(fake, http):
+    fake.enqueue(Reply(text="complete", open_after_done=30.0), text("next"))
+    client = llm(fake, http)
+    began = asyncio.get_running_loop().time()
+    assert (await client.complete(PROMPT)).message.content == "complete"
+    assert asyncio.get_running_loop().time() - began < 10  # not the 30 s the body stays open
+    assert (await client.complete(PROMPT)).message.content == "next"
+    assert fake.count("connections") == 2
+
+
 async def test_no_key_no_authorization_header(fake, http):
     fake.enqueue(text("hi"))
     client = OpenAIChatClient(http, fake.base_url, None, "m")
