@@ -46,13 +46,17 @@ class Profile:
     scale_runs: int
     scale_rounds: int
     scale_pairs: int
+    scale_logic_pairs: int
+    """Pairs for the report-only decomposition (in-process fakes); one keeps `full` < 10 min."""
     paused_runs: int
     replay_rounds: int
     replay_repeats: int
 
 
-QUICK = Profile("quick", 3, 10, (10, 100), (500, 5000), 1, 10.0, 5, 20, 10, 1, 50, 100, 3)
-FULL = Profile("full", 6, 25, (10, 100, 1000), (500, 5000), 2, 20.0, 15, 200, 10, 2, 1000, 300, 5)
+QUICK = Profile("quick", 3, 10, (10, 100), (500, 5000), 1, 10.0, 5, 20, 10, 1, 1, 50, 100, 3)
+FULL = Profile(
+    "full", 6, 25, (10, 100, 1000), (500, 5000), 2, 20.0, 15, 200, 10, 2, 1, 1000, 300, 5
+)
 
 
 @dataclass

@@ -157,7 +157,7 @@ async def measure(b: Bench) -> list[Figure]:
     logic_queue = new_queue("scale-logic")
     fakes = FakeAgent(content_size=200, tool=LIST_DIR).activities()
     async with worker(b.client, logic_queue, [*fakes, *bare_activities(Stamps())]):
-        for i in range(p.scale_pairs):
+        for i in range(p.scale_logic_pairs):
             order = ("agent", "bare") if i % 2 == 0 else ("bare", "agent")
             for kind in order:
                 rate = await throughput(b, kind, logic_queue)
