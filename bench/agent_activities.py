@@ -18,9 +18,10 @@ REAL = "real activities.AgentActivities"
 
 @contextlib.asynccontextmanager
 async def agent_activities(
-    client: Client, base_url: str, workdir: Path
+    client: Client, base_url: str, workdir: Path, *, live_text: bool = True
 ) -> AsyncIterator[tuple[list[Callable[..., Any]], str, AgentActivities]]:
-    """Yields (activity functions, label for the report, the object owning them)."""
+    """Yields (activity functions, label for the report, the object owning them). `live_text`
+    off for callers without a workflow to publish to (the in-process floor)."""
     workspace = workdir / "workspace"
     workspace.mkdir(parents=True, exist_ok=True)
     (workspace / "notes.txt").write_text("bench\n")
@@ -30,6 +31,7 @@ async def agent_activities(
         llm_model="bench-model",
         workspace=workspace,
         state_dir=workdir / "state",
+        stream_deltas=live_text,
     )
     real = AgentActivities(client, settings, build_default_registry(workspace))
     try:

@@ -71,7 +71,12 @@ async def in_process_round_times(b: Bench, base_url: str, rounds: int) -> list[f
     conversation = LocalConversation([ChatMessage.user("list the workspace")])
     env = ActivityEnvironment()
     times: list[float] = []
-    async with agent_activities(conversation, base_url, b.workdir / "inproc") as (acts, _, __):  # type: ignore[arg-type]
+    async with agent_activities(
+        conversation,  # type: ignore[arg-type]
+        base_url,
+        b.workdir / "inproc",
+        live_text=False,  # no workflow to publish to
+    ) as (acts, _, __):
         by_name = {fn.__temporal_activity_definition.name: fn for fn in acts}  # type: ignore[attr-defined]
         for round_ in range(rounds):
             start = time.perf_counter()
