@@ -37,6 +37,7 @@ class FakeLlmServer:
     _thread: threading.Thread | None = None
     _server: asyncio.Server | None = None
     _ids: itertools.count[int] = field(default_factory=itertools.count)
+    _writers: set[asyncio.StreamWriter] = field(default_factory=set)
 
     @property
     def base_url(self) -> str:
@@ -66,11 +67,24 @@ class FakeLlmServer:
     ) -> None:
         loop = self._loop
         if loop is not None:
+            asyncio.run_coroutine_threadsafe(self._close_connections(), loop).result(5)
             loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(5)
 
+    async def _close_connections(self) -> None:
+        """Stop listening and hang up on kept-alive connections; their handlers see the end of
+        the stream and return, so none is left pending when the loop closes."""
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        handlers = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if handlers:
+            await asyncio.wait(handlers, timeout=2)
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -88,6 +102,7 @@ class FakeLlmServer:
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
+            self._writers.discard(writer)
             writer.close()
 
     def _reply(self) -> tuple[str, dict[str, Any]]:
