@@ -1,6 +1,6 @@
 """Regenerate docs/reliability.md from the outcomes the reliability tests recorded.
 
-    .venv/bin/pytest -q tests/reliability       # writes tests/reliability/results.json
+    .venv/bin/pytest -q tests/reliability       # writes tests/reliability/results.json (untracked)
     .venv/bin/python -m tests.reliability.report  # writes docs/reliability.md
 
 Nothing in the tables is hand-written: every cell comes from a row a test recorded while it ran
