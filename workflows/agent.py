@@ -94,6 +94,12 @@ def _tool_retry(spec: ToolSpec | None) -> RetryPolicy:
     return RetryPolicy(maximum_attempts=3 if safe else 1, initial_interval=timedelta(seconds=1))
 
 
+def _failure_detail(err: ActivityError) -> str:
+    """What went wrong in a failed activity, in the words of the error it raised."""
+    cause = err.cause
+    return cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+
+
 def _cancellation_of(err: BaseException) -> bool:
     return isinstance(err, asyncio.CancelledError) or (
         isinstance(err, ActivityError) and isinstance(err.cause, CancelledError)
@@ -256,9 +262,7 @@ class AgentWorkflow:
                 if self._cancel is None:
                     raise  # Temporal's own cancellation: run() ends the run as cancelled
                 return None
-            cause = err.cause
-            detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
-            self._finish("error", f"LLM call failed: {detail}")
+            self._finish("error", f"LLM call failed: {_failure_detail(err)}")
             return None
         finally:
             self._inflight.pop("llm", None)
@@ -283,8 +287,9 @@ class AgentWorkflow:
     async def _resume(self, pending: list[ToolCall]) -> None:
         """Run the approved and unguarded calls in parallel, answer the rest, in call order."""
         self._set_phase("running", f"round {self._round}: running {len(pending)} tool call(s)")
+        allowed = set(self._allowed_tools())
         steps = plan_resume(
-            pending, self._answers, self._requires_approval, lambda n: n in self._allowed_tools()
+            pending, self._answers, self._requires_approval, lambda name: name in allowed
         )
         self._batch, self._batch_results = pending, {}
         for step in steps:
@@ -325,8 +330,7 @@ class AgentWorkflow:
                 if self._cancel is None:
                     raise  # Temporal's own cancellation: run() ends the run as cancelled
                 return  # _append_batch answers it as cancelled
-            cause = err.cause
-            detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            detail = _failure_detail(err)
             if spec is not None and not spec.safe_to_retry:
                 detail += (
                     "; this tool is not safe to retry, so it was not run again"
@@ -653,9 +657,11 @@ class AgentWorkflow:
     def _set_phase(self, phase: Phase, details: str) -> None:
         self._phase = phase
         workflow.set_current_details(details)
-        pending = len(self._unanswered(pending_calls(self._messages))) if phase != "finished" else 0
-        if phase != "awaiting_approval":
-            pending = 0
+        pending = (
+            len(self._unanswered(pending_calls(self._messages)))
+            if phase == "awaiting_approval"
+            else 0
+        )
         if self._published != (phase, pending):
             self._published = (phase, pending)
             workflow.upsert_search_attributes(
