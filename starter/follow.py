@@ -226,9 +226,7 @@ async def follow_by_polling(
         except (WorkflowQueryFailedError, RPCError):
             description = await handle.describe()
             if description.status != WorkflowExecutionStatus.RUNNING:
-                name = description.status.name if description.status else "UNKNOWN"
-                out.info(f"run ended without a finished event: {name}")
-                return Followed(None, last, name)
+                return _ended_without_finish(out, description.status, last)
             raise
         awaiting = False
         for event in batch:
@@ -255,12 +253,19 @@ async def follow_by_polling(
                         last = event.seq
                         if isinstance(event, FinishedEvent):
                             return Followed(event.finish_reason, last)
-                    name = description.status.name if description.status else "UNKNOWN"
-                    out.info(f"run ended without a finished event: {name}")
-                    return Followed(None, last, name)
+                    return _ended_without_finish(out, description.status, last)
                 if not await prompts.between_turns(last):
                     return Followed(None, last)
         await asyncio.sleep(POLL_SECONDS)
+
+
+def _ended_without_finish(
+    out: Output, status: WorkflowExecutionStatus | None, last: int
+) -> Followed:
+    """The run closed (terminated, timed out, failed) without a `finished` event."""
+    name = status.name if status else "UNKNOWN"
+    out.info(f"run ended without a finished event: {name}")
+    return Followed(None, last, name)
 
 
 async def _events_or_empty(handle: WorkflowHandle[object, object], after: int) -> list[AgentEvent]:
