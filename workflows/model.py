@@ -114,6 +114,9 @@ class AgentRunOptions(BaseModel):
     keep_alive: bool = False
     model: str | None = None
     temperature: float | None = None
+    max_tokens: Annotated[int, Field(gt=0)] | None = None
+    """The most tokens the model may generate per reply (sent as `max_tokens`); null = the
+    worker's `LLM_MAX_TOKENS`, or no limit."""
     # Beyond the SPEC's list, all optional:
     idle_timeout_seconds: Annotated[float, Field(gt=0)] | None = None
     """With `keep_alive`, end the session after this long without a message (null = never)."""
@@ -282,6 +285,8 @@ class LlmRequest(BaseModel):
     tools: list[str]
     model: str | None = None
     temperature: float | None = None
+    max_tokens: int | None = None
+    """The run's `options.max_tokens`; None: the worker's `LLM_MAX_TOKENS` (or none)."""
 
 
 class LlmResponse(BaseModel):
@@ -289,6 +294,9 @@ class LlmResponse(BaseModel):
 
     message: ChatMessage
     usage: Usage = Field(default_factory=Usage)
+    finish_reason: str | None = None
+    """The provider's `finish_reason` (`stop`, `tool_calls`, `length`, …) when it gave one;
+    `length` means the reply was cut off at the token limit."""
 
 
 class ToolRequest(BaseModel):
