@@ -54,7 +54,10 @@ def interrupted_message(call_id: str) -> str:
 
 
 class IdempotencyMarkers:
-    """At-most-once execution of tools that are not safe to retry, per (workflow id, call id).
+    """At-most-once execution of tools that are not safe to retry, per scheduled call: the
+    workflow id, the run key (the first run id of the run's continue-as-new chain) and the call
+    id, which the workflow keeps unique within a run. A new call, in a later round, session turn,
+    generation or a later run under the same workflow id, never meets an earlier call's record.
 
     A marker file (named by a hash of the key, in a state folder outside the workspace) is
     created, exclusively, before the tool runs; it records the result when the tool finishes.
@@ -65,14 +68,17 @@ class IdempotencyMarkers:
     def __init__(self, folder: Path) -> None:
         self._folder = folder
 
-    def _path(self, workflow_id: str, call_id: str) -> Path:
-        key = hashlib.sha256(f"{workflow_id}\x00{call_id}".encode()).hexdigest()
+    def _path(self, workflow_id: str, call_id: str, run_key: str | None) -> Path:
+        parts = [workflow_id, call_id] if run_key is None else [workflow_id, run_key, call_id]
+        key = hashlib.sha256("\x00".join(parts).encode()).hexdigest()
         return self._folder / f"{key}.json"
 
-    def claim(self, workflow_id: str, call_id: str, tool: str) -> str | None:
+    def claim(
+        self, workflow_id: str, call_id: str, tool: str, run_key: str | None = None
+    ) -> str | None:
         """Claim the key. None when claimed now; else the content to return instead of running."""
         self._folder.mkdir(parents=True, exist_ok=True)
-        path = self._path(workflow_id, call_id)
+        path = self._path(workflow_id, call_id, run_key)
         record = {"workflow_id": workflow_id, "call_id": call_id, "tool": tool, "state": "started"}
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -90,8 +96,10 @@ class IdempotencyMarkers:
             os.fsync(handle.fileno())
         return None
 
-    def record(self, workflow_id: str, call_id: str, tool: str, content: str) -> None:
-        path = self._path(workflow_id, call_id)
+    def record(
+        self, workflow_id: str, call_id: str, tool: str, content: str, run_key: str | None = None
+    ) -> None:
+        path = self._path(workflow_id, call_id, run_key)
         record = {
             "workflow_id": workflow_id,
             "call_id": call_id,
@@ -218,7 +226,11 @@ class AgentActivities:
             )
         if not tool.safe_to_retry:
             earlier = await asyncio.to_thread(
-                self._markers.claim, request.workflow_id, request.call_id, tool.name
+                self._markers.claim,
+                request.workflow_id,
+                request.call_id,
+                tool.name,
+                request.run_key,
             )
             if earlier is not None:
                 return earlier
@@ -233,6 +245,11 @@ class AgentActivities:
         content = bound_text(content, TOOL_CONTENT_LIMIT)
         if not tool.safe_to_retry:
             await asyncio.to_thread(
-                self._markers.record, request.workflow_id, request.call_id, tool.name, content
+                self._markers.record,
+                request.workflow_id,
+                request.call_id,
+                tool.name,
+                content,
+                request.run_key,
             )
         return content

@@ -7,18 +7,27 @@ The workflow never does I/O: every model call and every tool execution is an act
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.common import RawValue, RetryPolicy
-from temporalio.contrib.workflow_streams import PublishInput, WorkflowStream, WorkflowStreamState
+from temporalio.contrib.workflow_streams import (
+    PollInput,
+    PollResult,
+    PublishEntry,
+    PublishInput,
+    WorkflowStream,
+    WorkflowStreamState,
+)
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
-    from workflows import names
+    from workflows import bounds, names
     from workflows.event_log import EventLog, preview
     from workflows.inputs import Parsed, parse_approval, parse_cancel, parse_user_message
     from workflows.model import (
@@ -39,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         LlmRequest,
         LlmResponse,
         Phase,
+        StreamDelta,
         TextDeltaEvent,
         ToolApprovalResponse,
         ToolCall,
@@ -52,11 +62,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows.reconstruction import (
         Execute,
         Respond,
+        answered_ids,
         bound_text,
+        call_ids,
         envelope_error,
         framework_error_message,
         pending_calls,
         plan_resume,
+        runnable,
         unique_call_ids,
     )
 
@@ -65,16 +78,25 @@ APPROVAL_TIMED_OUT = "Approval timed out"
 INTERRUPTED_TOOL = f"Cancelled: {CANCELLED_MESSAGE}; the tool may not have run"
 TOOL_CONTENT_LIMIT = 16_000
 """A tool message carries at most this many characters (the tools bound their output too)."""
-MAX_CONVERSATION_BYTES = 1_400_000
-"""The model is never sent more than this. It also bounds the continue-as-new hand-over (the
-messages, plus at most ~200 KB of carried events and ~128 KB of stream state), which must stay
-under Temporal's 2 MB payload limit."""
+MAX_CONVERSATION_BYTES = bounds.MAX_CONVERSATION_BYTES
 MAX_GENERATION_BYTES = 3_500_000
 """Continue as new once a generation's history is this big, even before Temporal suggests it."""
 STREAM_CARRIED_ITEMS = 2_000
 STREAM_CARRIED_BYTES = 128_000
 """A new generation keeps at most this tail of the live stream (items, encoded bytes)."""
 STREAM_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
+STREAM_POLL_UPDATE = "__temporal_workflow_stream_poll"
+MAX_STREAM_POLLERS = 5
+"""Live followers may hold at most this many of the stream's long-poll updates at once. Temporal
+admits 10 in-flight updates per run; the rest stay free for answers (`submit_approval`). A
+follower refused here reads the stream through its poll query instead."""
+STREAM_POLLERS_BUSY = "StreamPollersBusy"
+MAX_STREAM_ITEM_BYTES = 64_000
+"""A stream item published from outside (the model's live text) larger than this is dropped."""
+HARDENED = "hardened-loop-1"
+"""`workflow.patched` id of the loop that renames reused call ids, never asks a person about a
+call that cannot run, bounds replies and batches and checks the conversation's size at start.
+Runs recorded before it replay without these rules."""
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 """Activities heartbeat every 0.5 s; a worker that dies mid-activity is noticed after this."""
@@ -98,6 +120,33 @@ def _failure_detail(err: ActivityError) -> str:
     """What went wrong in a failed activity, in the words of the error it raised."""
     cause = err.cause
     return cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    first = text.splitlines()[0] if text else ""
+    return bounds.shown(f"{type(err).__name__}: {first}" if first else type(err).__name__, 300)
+
+
+def _pollers_busy() -> ApplicationError:
+    return ApplicationError(
+        f"{MAX_STREAM_POLLERS} live followers already wait on this run's stream;"
+        " read it with the stream's poll query",
+        type=STREAM_POLLERS_BUSY,
+        non_retryable=True,
+    )
+
+
+def _too_large(size: int, reply: int | None = None) -> str:
+    what = (
+        f"the model's reply of {reply} bytes brings it to {size} bytes"
+        if reply
+        else f"{size} bytes"
+    )
+    return (
+        f"Conversation too large: {what}, more than {MAX_CONVERSATION_BYTES};"
+        " start a new run with a shorter history"
+    )
 
 
 def _cancellation_of(err: BaseException) -> bool:
@@ -139,6 +188,10 @@ class AgentWorkflow:
         self._batch_results: dict[str, str] = {}
         self._batch: list[ToolCall] = []
         self._published: tuple[str, int] | None = None
+        self._hardened = workflow.patched(HARDENED)
+        self._runnable: dict[str, bool] = {}
+        """Whether each call could run at all (derived from the call and the tool specs)."""
+        self._polls_in_flight = 0
         # The live view (temporalio.contrib.workflow_streams): every emitted event on the
         # `events` topic; `call_llm` publishes the model's text on `deltas`.
         # The class declares the stream's publish signal too (see `_stream_publish`); the stream
@@ -146,6 +199,12 @@ class AgentWorkflow:
         workflow.set_signal_handler(STREAM_PUBLISH_SIGNAL, None)
         self._stream = WorkflowStream(prior_state=carried.stream if carried else None)
         self._events_topic = self._stream.topic(names.STREAM_EVENTS)
+        # Live followers share the update slots with the answers: bound how many they hold.
+        workflow.set_update_handler(
+            STREAM_POLL_UPDATE, self._stream_poll, validator=self._validate_stream_poll
+        )
+        # ...and check what outsiders publish before the stream keeps it.
+        workflow.set_signal_handler(STREAM_PUBLISH_SIGNAL, self._stream_publish)
 
     # ------------------------------------------------------------------ run
 
@@ -162,6 +221,11 @@ class AgentWorkflow:
                 self._specs = {s.name: s for s in specs}
             if input.continued is None:
                 self._warn_unknown_options()
+                size = self._conversation_bytes()
+                if self._hardened and size > MAX_CONVERSATION_BYTES:
+                    result = self._finish("error", _too_large(size))
+                    await self._close_stream()
+                    return result
                 self._apply_seed_responses()
             result = await self._loop()
             await self._close_stream()
@@ -228,11 +292,7 @@ class AgentWorkflow:
     async def _call_llm(self) -> LlmResponse | None:
         size = self._conversation_bytes()
         if size > MAX_CONVERSATION_BYTES:
-            self._finish(
-                "error",
-                f"Conversation too large: {size} bytes, more than {MAX_CONVERSATION_BYTES};"
-                " start a new run with a shorter history",
-            )
+            self._finish("error", _too_large(size))
             return None
         self._set_phase("running", f"round {self._round}: waiting for the model")
         info = workflow.info()
@@ -244,6 +304,7 @@ class AgentWorkflow:
             tools=self._allowed_tools(),
             model=self._options.model,
             temperature=self._options.temperature,
+            max_tokens=self._options.max_tokens,
         )
         handle = workflow.start_activity(
             names.ACTIVITY_CALL_LLM,
@@ -267,20 +328,43 @@ class AgentWorkflow:
         finally:
             self._inflight.pop("llm", None)
         self._usage = self._usage + response.usage
-        calls = unique_call_ids(response.message.tool_calls or [], f"call_r{self._round}")
-        message = ChatMessage.assistant(response.message.content, calls)
-        self._messages.append(message)
+        message = self._assistant_message(response)
         if message.content:
             self._emit(TextDeltaEvent, delta=preview(message.content))
-        for call in calls:
+        if self._hardened:
+            added = bounds.json_bytes(message)
+            if size + added > MAX_CONVERSATION_BYTES:
+                self._finish("error", _too_large(size + added, reply=added))
+                return None
+        self._messages.append(message)
+        for call in message.tool_calls or []:
             self._emit(
                 ToolCallEvent,
                 call_id=call.id,
                 name=call.name,
-                arguments=call.arguments,
+                arguments=bounds.event_arguments(call.arguments),
                 requires_approval=self._requires_approval(call),
             )
+        if response.finish_reason == "length":
+            self._warn(
+                "the model stopped at its token limit (finish_reason 'length'): its reply may be"
+                " cut off; a call whose arguments were cut off is answered as invalid"
+                " without asking anyone"
+            )
         return response
+
+    def _assistant_message(self, response: LlmResponse) -> ChatMessage:
+        """The reply as the conversation keeps it: every call with an id no other call of the
+        run has (renamed deterministically), so an answer is for one call only."""
+        calls = response.message.tool_calls or []
+        prefix = f"call_r{self._round}"
+        if self._hardened:
+            calls = unique_call_ids(
+                calls, prefix, call_ids(self._messages), bounds.MAX_CALL_ID_CHARS
+            )
+        else:
+            calls = unique_call_ids(calls, prefix)
+        return ChatMessage.assistant(response.message.content, calls)
 
     # -------------------------------------------------------------- tools
 
@@ -289,13 +373,28 @@ class AgentWorkflow:
         self._set_phase("running", f"round {self._round}: running {len(pending)} tool call(s)")
         allowed = set(self._allowed_tools())
         steps = plan_resume(
-            pending, self._answers, self._requires_approval, lambda name: name in allowed
+            pending,
+            self._answers,
+            self._requires_approval,
+            lambda name: name in allowed,
+            max_runs=bounds.MAX_CALLS_PER_REPLY if self._hardened else None,
+            max_argument_chars=bounds.MAX_ARGUMENT_CHARS if self._hardened else None,
         )
         self._batch, self._batch_results = pending, {}
         for step in steps:
             if isinstance(step, Respond):
                 self._batch_results[step.call.id] = step.content
-        await asyncio.gather(*(self._execute(s) for s in steps if isinstance(s, Execute)))
+        executions = [s for s in steps if isinstance(s, Execute)]
+        if self._hardened:
+            slots = asyncio.Semaphore(bounds.MAX_PARALLEL_TOOLS)
+
+            async def bounded(step: Execute) -> None:
+                async with slots:
+                    await self._execute(step)
+
+            await asyncio.gather(*(bounded(s) for s in executions))
+        else:
+            await asyncio.gather(*(self._execute(s) for s in executions))
         self._append_batch()
         self._answers.clear()
         self._seed_mode = False
@@ -315,6 +414,7 @@ class AgentWorkflow:
                 call_id=call.id,
                 name=call.name,
                 arguments=step.arguments,
+                run_key=workflow.info().first_execution_run_id,
             ),
             result_type=str,
             start_to_close_timeout=timedelta(minutes=5),
@@ -342,11 +442,17 @@ class AgentWorkflow:
         self._batch_results[call.id] = content
 
     def _append_batch(self) -> None:
-        for call in self._batch:
-            content = self._batch_results.get(call.id)
-            if content is None:
-                content = envelope_error(INTERRUPTED_TOOL)
-            content = bound_text(content, TOOL_CONTENT_LIMIT)
+        results = [self._batch_results.get(call.id) for call in self._batch]
+        contents = [
+            bound_text(envelope_error(INTERRUPTED_TOOL) if r is None else r, TOOL_CONTENT_LIMIT)
+            for r in results
+        ]
+        if self._hardened:
+            # The whole batch is appended at once (the ordering invariant): cut it to what the
+            # conversation budget leaves, so no later payload outgrows Temporal's limit.
+            room = MAX_CONVERSATION_BYTES - self._conversation_bytes() - 200 * len(contents)
+            contents = bounds.fit_batch(contents, max(0, room) // 2)
+        for call, content in zip(self._batch, contents, strict=True):
             self._messages.append(ChatMessage.tool(call, content))
             self._emit(ToolResultEvent, call_id=call.id, name=call.name, content=preview(content))
         self._batch, self._batch_results = [], {}
@@ -366,7 +472,7 @@ class AgentWorkflow:
         """
         waiting = self._unanswered(pending)
         if not self._awaiting_announced:
-            self._emit(AwaitingApprovalEvent, pending=waiting)
+            self._emit(AwaitingApprovalEvent, pending=[bounds.event_call(c) for c in waiting])
             self._awaiting_announced = True
             self._awaiting_since = workflow.now()
             if self._options.approval_timeout_seconds is not None:
@@ -434,7 +540,7 @@ class AgentWorkflow:
         }
         handler = handlers.get(name)
         if handler is None:
-            self._warn(f"unknown signal '{name}' ignored")
+            self._warn(f"unknown signal '{bounds.shown(name)}' ignored")
             return
         payload, error = self._decode(args, optional=name == names.SIGNAL_CANCEL)
         if error is not None:
@@ -475,15 +581,72 @@ class AgentWorkflow:
         if self._phase == "finished":
             self._warn("send_message: the run has finished; message ignored")
             return
+        size = self._conversation_bytes() + sum(bounds.json_bytes(m) for m in self._held)
+        added = bounds.json_bytes(message)
+        if size + added > MAX_CONVERSATION_BYTES:
+            self._warn(
+                f"send_message: a message of {added} bytes would bring the conversation to"
+                f" {size + added} bytes, more than {MAX_CONVERSATION_BYTES}; message ignored"
+            )
+            return
         self._held.append(message)
 
     @workflow.signal(name=STREAM_PUBLISH_SIGNAL)
-    def _stream_publish(self, batch: PublishInput) -> None:
-        """Declared on the class although the stream registers the same handler in __init__: a
-        publish in a run's first activation (a publisher's flush landing on a new generation) is
-        decoded before __init__ runs, and must be decoded for this handler, not the dynamic one,
-        whose argument shape differs (the SDK would then call the stream's handler with it)."""
-        self._stream._on_publish(batch)
+    def _stream_publish(self, payload: RawValue) -> None:
+        """A publish to the live stream (the model's text, from `call_llm`). Declared on the
+        class, and registered again in __init__ after the stream registered its own handler: a
+        publish in a run's first activation is decoded before __init__ runs, and must be decoded
+        for this handler, not the dynamic one. It takes the payload raw and lets through only
+        well-formed `deltas` items: the `events` topic is the workflow's alone, and an item that
+        does not decode would otherwise fail every workflow task from then on."""
+        try:
+            batch = workflow.payload_converter().from_payload(payload.payload, PublishInput)
+        except Exception as err:  # an undecodable publish is bad input, not a bug
+            self._warn(
+                f"stream publish: payload could not be decoded ({_first_line(err)}); ignored"
+            )
+            return
+        kept: list[PublishEntry] = []
+        for entry in batch.items:
+            problem = self._publish_problem(entry)
+            if problem is None:
+                kept.append(entry)
+            else:
+                self._warn(f"stream publish: {problem}; item dropped")
+        self._stream._on_publish(
+            PublishInput(items=kept, publisher_id=batch.publisher_id, sequence=batch.sequence)
+        )
+
+    def _publish_problem(self, entry: PublishEntry) -> str | None:
+        topic = entry.topic if isinstance(entry.topic, str) else repr(entry.topic)
+        if topic == names.STREAM_EVENTS:
+            return f"items on '{names.STREAM_EVENTS}' come from the workflow only"
+        if topic != names.STREAM_DELTAS:
+            return f"unknown topic '{bounds.shown(topic)}'"
+        if not isinstance(entry.data, str) or len(entry.data) > MAX_STREAM_ITEM_BYTES:
+            return f"an item must be an encoded payload of at most {MAX_STREAM_ITEM_BYTES} bytes"
+        try:
+            item = Payload()
+            item.ParseFromString(base64.b64decode(entry.data, validate=True))
+            workflow.payload_converter().from_payload(item, StreamDelta)
+        except Exception as err:  # malformed: base64, protobuf or the delta's shape
+            return f"malformed '{topic}' item ({_first_line(err)})"
+        return None
+
+    async def _stream_poll(self, payload: PollInput) -> PollResult:
+        """The stream's long-poll update, bounded: at most MAX_STREAM_POLLERS at once."""
+        if self._polls_in_flight >= MAX_STREAM_POLLERS:
+            raise _pollers_busy()  # validated together with others in one activation
+        self._polls_in_flight += 1
+        try:
+            return await self._stream._on_poll(payload)
+        finally:
+            self._polls_in_flight -= 1
+
+    def _validate_stream_poll(self, payload: PollInput) -> None:
+        self._stream._validate_poll(payload)
+        if self._polls_in_flight >= MAX_STREAM_POLLERS:
+            raise _pollers_busy()
 
     @workflow.update(name=names.UPDATE_SUBMIT_APPROVAL)
     def submit_approval(self, payload: RawValue) -> list[ToolCall]:
@@ -538,8 +701,7 @@ class AgentWorkflow:
         try:
             return workflow.payload_converter().from_payload(args[0].payload), None
         except Exception as err:  # any undecodable payload is bad input, not a bug
-            first_line = str(err).strip().splitlines()[0] if str(err).strip() else ""
-            return None, f"payload could not be decoded ({type(err).__name__}: {first_line})"
+            return None, f"payload could not be decoded ({_first_line(err)})"
 
     def _accept(self, signal: str, parsed: Parsed[Any]) -> Any:
         if parsed.error is not None or parsed.value is None:
@@ -553,15 +715,18 @@ class AgentWorkflow:
         """Why an answer for `call_id` cannot be taken now, or None when it can."""
         if self._phase == "finished":
             return "the run has finished"
+        shown = bounds.shown(call_id)
         waiting = [c for c in pending_calls(self._messages) if self._requires_approval(c)]
-        if not waiting:
-            return f"no call is waiting for approval (got an answer for '{call_id}')"
         if call_id in self._answers:
-            return f"call '{call_id}' was already answered"
-        if call_id not in {c.id for c in waiting}:
-            known = ", ".join(c.id for c in waiting)
-            return f"unknown call id '{call_id}' (waiting: {known})"
-        return None
+            return f"call '{shown}' was already answered"
+        if call_id in {c.id for c in waiting}:
+            return None
+        if self._hardened and call_id in answered_ids(self._messages):
+            return f"call '{shown}' was already answered"
+        if not waiting:
+            return f"no call is waiting for approval (got an answer for '{shown}')"
+        known = bounds.shown(", ".join(c.id for c in waiting), 400)
+        return f"unknown call id '{shown}' (waiting: {known})"
 
     def _record_answer(self, response: ToolApprovalResponse) -> None:
         record = ApprovalRecord(
@@ -602,7 +767,18 @@ class AgentWorkflow:
     def _requires_approval(self, call: ToolCall) -> bool:
         spec = (self._specs or {}).get(call.name)
         extra = self._options.approval_required or []
-        return (spec is not None and spec.requires_approval) or call.name in extra
+        needed = (spec is not None and spec.requires_approval) or call.name in extra
+        return needed and (not self._hardened or self._can_run(call))
+
+    def _can_run(self, call: ToolCall) -> bool:
+        """A call that cannot run (unknown or disallowed tool, arguments that are not one JSON
+        object a tool takes) is answered at once: it never waits for a person."""
+        known = self._runnable.get(call.id)
+        if known is None:
+            allowed = set(self._allowed_tools())
+            known = runnable(call, allowed.__contains__, bounds.MAX_ARGUMENT_CHARS)
+            self._runnable[call.id] = known
+        return known
 
     def _allowed_tools(self) -> list[str]:
         names_ = sorted(self._specs or {})
@@ -644,6 +820,7 @@ class AgentWorkflow:
         return state
 
     def _warn(self, message: str) -> None:
+        message = preview(message)
         workflow.logger.warning(message)
         self._emit(WarningEvent, message=message)
 
@@ -714,6 +891,7 @@ class AgentWorkflow:
 
     def _finish(self, reason: FinishReason, error: str | None = None) -> AgentRunResult:
         if error is not None:
+            error = preview(error)
             self._emit(ErrorEvent, message=error)
         self._emit(FinishedEvent, finish_reason=reason)
         self._finish_reason = reason
@@ -723,8 +901,12 @@ class AgentWorkflow:
 
     def _result(self) -> AgentRunResult:
         assert self._finish_reason is not None
+        messages = self._messages
+        if self._hardened:
+            # A safety net: the conversation bound keeps the result far below this already.
+            messages, _ = bounds.fit_messages(messages, bounds.RESULT_BUDGET_BYTES)
         return AgentRunResult(
-            messages=self._messages,
+            messages=messages,
             finish_reason=self._finish_reason,
             rounds=self._round,
             error=self._error,

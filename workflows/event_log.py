@@ -6,9 +6,19 @@ start at 0, have no gaps, and continue across generations.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from workflows.model import AgentEvent, TextDeltaEvent, ToolResultEvent
+from workflows.model import (
+    AgentEvent,
+    ApprovalEvent,
+    AwaitingApprovalEvent,
+    ErrorEvent,
+    TextDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    WarningEvent,
+)
 
 EVENT_TEXT_LIMIT = 2_000
 """Text in an event is a preview of at most this many characters; `messages` has the full text."""
@@ -29,11 +39,34 @@ def preview(text: str, limit: int = EVENT_TEXT_LIMIT) -> str:
 
 
 def _shortened(event: AgentEvent, limit: int) -> AgentEvent:
-    if isinstance(event, TextDeltaEvent) and len(event.delta) > limit:
+    """The event with every text it carries cut to `limit` characters (a carried copy)."""
+    if isinstance(event, TextDeltaEvent):
         return event.model_copy(update={"delta": preview(event.delta, limit)})
-    if isinstance(event, ToolResultEvent) and len(event.content) > limit:
+    if isinstance(event, ToolResultEvent):
         return event.model_copy(update={"content": preview(event.content, limit)})
+    if isinstance(event, WarningEvent | ErrorEvent):
+        return event.model_copy(update={"message": preview(event.message, limit)})
+    if isinstance(event, ToolCallEvent):
+        return event.model_copy(update={"arguments": _short_arguments(event.arguments, limit)})
+    if isinstance(event, AwaitingApprovalEvent):
+        pending = [
+            c.model_copy(update={"arguments": _short_arguments(c.arguments, limit)})
+            for c in event.pending
+        ]
+        return event.model_copy(update={"pending": pending})
+    if isinstance(event, ApprovalEvent):
+        return event.model_copy(
+            update={
+                "reason": None if event.reason is None else preview(event.reason, limit),
+                "approver": None if event.approver is None else preview(event.approver, limit),
+            }
+        )
     return event
+
+
+def _short_arguments(arguments: Any, limit: int) -> Any:
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return arguments if len(text) <= limit else preview(text, limit)
 
 
 class EventLog:
@@ -67,4 +100,14 @@ class EventLog:
         size = sum(len(event.model_dump_json().encode()) for event in tail)
         if size <= CARRIED_BYTES_BUDGET:
             return tail
-        return [_shortened(event, CARRIED_TEXT_LIMIT) for event in tail]
+        short = [_shortened(event, CARRIED_TEXT_LIMIT) for event in tail]
+        # Events that are big even when shortened (e.g. many pending calls each): keep the
+        # newest that fit twice the budget, so the hand-over always fits its payload.
+        kept: list[AgentEvent] = []
+        size = 0
+        for event in reversed(short):
+            size += len(event.model_dump_json().encode())
+            if size > 2 * CARRIED_BYTES_BUDGET:
+                break
+            kept.append(event)
+        return kept[::-1]

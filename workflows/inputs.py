@@ -9,6 +9,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from workflows.bounds import MAX_APPROVER_CHARS, shown
 from workflows.model import CancelRequest, ChatMessage, ToolApprovalResponse, UserMessageInput
 
 MAX_REASON_CHARS = 2_000
@@ -54,12 +55,17 @@ def parse_approval(payload: object) -> Parsed[ToolApprovalResponse]:
     value, error = _validate(ToolApprovalResponse, payload, "tool approval")
     if error is not None or not isinstance(value, ToolApprovalResponse):
         return Parsed(error=error)
+    notes: list[str] = []
+    call = shown(value.call_id)
     if value.reason is not None and len(value.reason) > MAX_REASON_CHARS:
         cut = len(value.reason) - MAX_REASON_CHARS
         value = value.model_copy(update={"reason": value.reason[:MAX_REASON_CHARS]})
-        note = f"reason for {value.call_id} cut to {MAX_REASON_CHARS} characters ({cut} dropped)"
-        return Parsed(value=value, note=note)
-    return Parsed(value=value)
+        notes.append(f"reason for {call} cut to {MAX_REASON_CHARS} characters ({cut} dropped)")
+    if value.approver is not None and len(value.approver) > MAX_APPROVER_CHARS:
+        cut = len(value.approver) - MAX_APPROVER_CHARS
+        value = value.model_copy(update={"approver": value.approver[:MAX_APPROVER_CHARS]})
+        notes.append(f"approver for {call} cut to {MAX_APPROVER_CHARS} characters ({cut} dropped)")
+    return Parsed(value=value, note="; ".join(notes) or None)
 
 
 def parse_cancel(payload: object) -> Parsed[CancelRequest]:

@@ -300,12 +300,16 @@ class LlmResponse(BaseModel):
 
 
 class ToolRequest(BaseModel):
-    """Input of `execute_tool`. `workflow_id` + `call_id` is the idempotency key."""
+    """Input of `execute_tool`. `workflow_id` + `run_key` + `call_id` is the idempotency key."""
 
     workflow_id: str
     call_id: str
     name: str
     arguments: Any
+    run_key: str | None = None
+    """The run id of the first run of the workflow's continue-as-new chain. With the workflow
+    id and the call id (unique within a run) it keys the at-most-once record, so a later run
+    that reuses the workflow id never meets an earlier run's record."""
 
 
 class CarriedState(BaseModel):

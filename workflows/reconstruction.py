@@ -8,7 +8,7 @@ are the seed's (`Rejected: {reason}`, `User denied`, `Tool '{name}' not found`,
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -127,18 +127,51 @@ def pending_calls(messages: Sequence[ChatMessage]) -> list[ToolCall]:
     return [call for call in calls if call.id not in answered]
 
 
-def unique_call_ids(calls: Iterable[ToolCall], prefix: str) -> list[ToolCall]:
-    """Give every call of one batch a distinct, non-empty id, so answers match one call each."""
-    seen: set[str] = set()
+def unique_call_ids(
+    calls: Iterable[ToolCall],
+    prefix: str,
+    taken: Collection[str] = (),
+    max_id_chars: int | None = None,
+) -> list[ToolCall]:
+    """Give every call of one reply a distinct, non-empty id that no call in `taken` has.
+
+    Models reuse ids (`call_0` every round) and some send none; an answer must match one call
+    only, so a reused id is renamed deterministically (`call_0` → `call_0#2`), an empty one gets
+    `{prefix}_{position}`, and one longer than `max_id_chars` is replaced by the generated id.
+    """
+    seen: set[str] = set(taken)
     result: list[ToolCall] = []
     for position, call in enumerate(calls):
-        call_id = call.id or f"{prefix}_{position}"
+        call_id = call.id
+        if not call_id or (max_id_chars is not None and len(call_id) > max_id_chars):
+            call_id = f"{prefix}_{position}"
         candidate, suffix = call_id, 2
         while candidate in seen:
             candidate, suffix = f"{call_id}#{suffix}", suffix + 1
         seen.add(candidate)
         result.append(call if candidate == call.id else call.model_copy(update={"id": candidate}))
     return result
+
+
+def call_ids(messages: Iterable[ChatMessage]) -> set[str]:
+    """Every tool call id the conversation holds."""
+    return {call.id for m in messages if m.role == "assistant" for call in m.tool_calls or []}
+
+
+def answered_ids(messages: Iterable[ChatMessage]) -> set[str]:
+    """The ids of the calls that already have their tool message."""
+    return {m.tool_call_id for m in messages if m.role == "tool" and m.tool_call_id}
+
+
+def runnable(call: ToolCall, known_tool: Callable[[str], bool], max_argument_chars: int) -> bool:
+    """Whether a call could run at all: a known tool and arguments that are one JSON object of a
+    size a tool takes. A call that cannot run is answered at once and never waits for a person."""
+    if not known_tool(call.name):
+        return False
+    if isinstance(call.arguments, str) and len(call.arguments) > max_argument_chars:
+        return False
+    parsed = parse_arguments(call.arguments)
+    return parsed.ok and (parsed.value is None or isinstance(parsed.value, dict))
 
 
 # ---- Approval matching ----
@@ -163,20 +196,32 @@ class Respond:
 Step = Execute | Respond
 
 
+def too_many_calls_message(limit: int) -> str:
+    return envelope_error(
+        f"Not run: a reply may run at most {limit} tool calls; ask for the rest in a later reply"
+    )
+
+
 def plan_resume(
     pending: Sequence[ToolCall],
     answers: Mapping[str, Answer],
     requires_approval: Callable[[ToolCall], bool],
     known_tools: Callable[[str], bool],
+    *,
+    max_runs: int | None = None,
+    max_argument_chars: int | None = None,
 ) -> list[Step]:
     """Decide, for each pending call in order, whether to execute it or what to answer instead.
 
     - needs approval and answered rejected (or not answered at all) → `Rejected: {reason}`;
     - unknown tool → `Tool '{name}' not found`;
-    - arguments that are not valid JSON → the invalid-arguments envelope;
+    - arguments that are not valid JSON, or longer than `max_argument_chars` → the
+      invalid-arguments envelope;
+    - beyond the first `max_runs` calls to execute → the too-many-calls envelope;
     - otherwise (approved, or not in need of approval) → execute.
     """
     steps: list[Step] = []
+    runs = 0
     for call in pending:
         if requires_approval(call):
             answer = answers.get(call.id)
@@ -187,10 +232,25 @@ def plan_resume(
         if not known_tools(call.name):
             steps.append(Respond(call, tool_not_found_message(call.name)))
             continue
+        text = call.arguments if isinstance(call.arguments, str) else None
+        if max_argument_chars is not None and text is not None and len(text) > max_argument_chars:
+            steps.append(
+                Respond(
+                    call,
+                    invalid_arguments_message(
+                        f"{len(text)} characters, more than the {max_argument_chars} a tool takes"
+                    ),
+                )
+            )
+            continue
         parsed = parse_arguments(call.arguments)
         if not parsed.ok:
             steps.append(Respond(call, invalid_arguments_message(parsed.error)))
             continue
+        if max_runs is not None and runs >= max_runs:
+            steps.append(Respond(call, too_many_calls_message(max_runs)))
+            continue
+        runs += 1
         steps.append(Execute(call, parsed.value))
     return steps
 
