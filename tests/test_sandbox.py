@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -85,6 +88,13 @@ def pids_running(*argv: str) -> list[int]:
         if cmdline == wanted and state != "Z":
             found.append(int(entry.name))
     return found
+
+
+def kill_leftovers(seconds: str) -> None:
+    """If a test fails, do not leave its `sleep` behind (killed by pid)."""
+    for pid in pids_running("sleep", seconds):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def marker_seconds() -> str:
@@ -198,10 +208,14 @@ async def test_background_processes_end_when_the_command_ends(workspace, policy)
     text = f"nohup sleep {quiet} >/dev/null 2>&1 & echo started"
     if policy.sandbox == "bwrap":  # a new session escapes a process group, not the sandbox
         text += f"; setsid sleep {detached} >/dev/null 2>&1 &"
-    data = await command(acts_for(workspace, policy), text)
-    assert data["stdout"] == "started\n"
-    await wait_until(lambda: not pids_running("sleep", quiet), timeout=3)
-    assert not pids_running("sleep", detached)
+    try:
+        data = await command(acts_for(workspace, policy), text)
+        assert data["stdout"] == "started\n"
+        await wait_until(lambda: not pids_running("sleep", quiet), timeout=3)
+        assert not pids_running("sleep", detached)
+    finally:
+        kill_leftovers(quiet)
+        kill_leftovers(detached)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -349,3 +363,32 @@ def test_command_settings_from_env(tmp_path):
         Settings.from_env({**base, "AGENT_SANDBOX": "maybe"})
     with pytest.raises(ValueError, match="not a variable name"):
         Settings.from_env({**base, "AGENT_COMMAND_ENV": "OK,BAD=1"})
+
+
+RUN_ONE_COMMAND = """
+import asyncio, sys
+from pathlib import Path
+from activities.tools import build_default_registry
+from activities.tools.sandbox import choose_policy
+registry = build_default_registry(Path(sys.argv[1]), commands=choose_policy("required"))
+asyncio.run(registry.get("run_command").run({"command": sys.argv[2]}))
+"""
+
+
+@needs_bwrap
+async def test_a_killed_worker_takes_its_sandboxed_commands_with_it(workspace):
+    seconds = marker_seconds()
+    host = await asyncio.create_subprocess_exec(
+        *[sys.executable, "-c", RUN_ONE_COMMAND, str(workspace), f"sleep {seconds} & wait"],
+        cwd=ROOT,
+    )
+    try:
+        await wait_until(lambda: pids_running("sleep", seconds), timeout=10)
+        host.kill()  # SIGKILL: no cleanup runs in the worker
+        await asyncio.wait_for(host.wait(), 10)
+        await wait_until(lambda: not pids_running("sleep", seconds), timeout=5)
+    finally:
+        if host.returncode is None:
+            host.kill()
+            await host.wait()
+        kill_leftovers(seconds)

@@ -46,6 +46,8 @@ PATH_PARAMETERS: dict[str, Any] = {
 
 
 def _list_dir(workspace: Workspace, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """Symlinks that stay inside the workspace are followed to the folder they name (each hop
+    walked by descriptor); the entries listed are not followed (a link shows as `symlink`)."""
     raw = string_argument(args, "path", ".")
     with workspace.locate(raw, follow_last=True) as located:
         folder = open_folder(located)
