@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -30,8 +31,16 @@ from workflows.model import AgentRunInput, ToolRequest
 
 BWRAP = choose_policy("auto")
 needs_bwrap = pytest.mark.skipif(
-    BWRAP.sandbox != "bwrap", reason=f"bubblewrap does not work here: {bwrap_status()[1]}"
+    shutil.which("bwrap") is None, reason="bubblewrap is not installed (.ci/run installs it)"
 )
+"""Skipped only where bwrap is not installed at all; installed but not working is a failure."""
+
+
+def test_bubblewrap_works_where_it_is_installed():
+    if shutil.which("bwrap") is not None:
+        assert BWRAP.sandbox == "bwrap", bwrap_status()[1]
+
+
 PLAIN = choose_policy("off")
 POLICIES = [pytest.param(BWRAP, id="bwrap", marks=needs_bwrap), pytest.param(PLAIN, id="none")]
 SHELL_NOISE = {"PWD", "SHLVL", "_", "OLDPWD"}

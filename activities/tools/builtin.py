@@ -158,6 +158,12 @@ def _threaded(function: Callable[[Workspace, dict[str, Any]], Any], workspace: W
     return run
 
 
+def _isolation_text(policy: CommandPolicy) -> str:
+    if policy.sandbox != "bwrap":
+        return ""
+    return "Only the workspace is writable" + ("" if policy.network else "; no network") + ". "
+
+
 def build_default_registry(
     workspace: Path,
     command_timeout_seconds: float = 30.0,
@@ -195,9 +201,8 @@ def build_default_registry(
                 description=(
                     "Run a shell command in the workspace folder and return its stdout, stderr "
                     f"and exit code. Times out after {command_timeout_seconds:g} seconds. "
-                    "Only the workspace is writable"
-                    + ("" if policy.network else "; there is no network")
-                    + ". Needs a human's approval."
+                    + _isolation_text(policy)
+                    + "Needs a human's approval."
                 ),
                 parameters={
                     "type": "object",
