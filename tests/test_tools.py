@@ -443,3 +443,16 @@ async def test_a_long_path_gives_a_short_relative_error(workspace, tool, path):
     assert "Framework error" not in error
     assert len(error) < 200, error
     assert "too long" in error or "does not exist" in error
+
+
+async def test_a_path_nested_too_deep_is_refused(workspace):
+    deep = workspace / "/".join(["n"] * 260)
+    deep.mkdir(parents=True)
+    (deep / "f.txt").write_text("deep")
+    path = "/".join(["n"] * 260) + "/f.txt"
+    result = await run_json(make_activities(workspace), "read_file", {"path": path})
+    assert result["ok"] is False
+    assert "nested more than 256 folders deep" in result["error"]
+    assert len(result["error"]) < 200
+    shallow = "/".join(["n"] * 200)
+    assert (await run_json(make_activities(workspace), "list_dir", {"path": shallow}))["ok"] is True

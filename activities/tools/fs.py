@@ -23,6 +23,8 @@ from activities.tools.base import ToolError
 
 MAX_SYMLINKS = 40
 """As the kernel's own limit: more hops than this is a loop."""
+MAX_DEPTH = 256
+"""Folders deeper than this are refused (each level of the walk holds a descriptor)."""
 PREVIEW_CHARS = 80
 """A path in an error message is cut to this many characters."""
 
@@ -174,6 +176,10 @@ class Workspace:
                     continue
                 if last:
                     return self._found(stack, names, name)
+                if len(names) >= MAX_DEPTH:
+                    raise ToolError(
+                        f"'{preview(raw)}' is nested more than {MAX_DEPTH} folders deep"
+                    )
                 try:
                     stack.append(os.open(name, _DIR_FLAGS, dir_fd=here))
                 except OSError as err:
