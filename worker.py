@@ -10,6 +10,10 @@ Temporal retries them elsewhere or later.
 
 The LLM settings (LLM_BASE_URL, LLM_API_KEY, LLM_MODEL, LLM_STREAM) and the tools' workspace
 (AGENT_WORKSPACE) are read here only; none of them enters workflow input, events or history.
+
+At start the worker checks once whether bubblewrap works here and says so (`sandbox=bwrap` or
+`sandbox=none` in its ready line); without it, it warns, and with AGENT_SANDBOX=required it
+refuses to start.
 """
 
 from __future__ import annotations
@@ -31,11 +35,29 @@ from temporalio.worker import Worker
 from activities.agent_activities import AgentActivities
 from activities.settings import Settings
 from activities.tools import build_default_registry
+from activities.tools.sandbox import CommandPolicy, SandboxUnavailable, choose_policy
 from starter.connect import connect, connect_config, task_queue
 from starter.search_attributes import ensure_search_attributes
 from workflows.agent import AgentWorkflow
 
 GRACEFUL_SHUTDOWN_SECONDS = 10.0
+
+
+def command_policy(settings: Settings) -> CommandPolicy:
+    """How `run_command` runs on this machine (raises SandboxUnavailable when required)."""
+    return choose_policy(
+        settings.sandbox, network=settings.command_network, env_names=settings.command_env
+    )
+
+
+def no_sandbox_warning(policy: CommandPolicy) -> str:
+    passed = ", ".join(["PATH", "HOME", "LANG", *policy.env_names])
+    return (
+        f"worker: warning: run_command is not sandboxed ({policy.reason}): commands run as this"
+        f" user with only {passed} in their environment and are killed with their process group"
+        " when they end, but can read and write whatever the worker can; install bubblewrap, or"
+        " set AGENT_SANDBOX=required to refuse to start without it"
+    )
 
 
 def provider_name(settings: Settings) -> str:
@@ -66,16 +88,20 @@ async def run_worker(
     queue: str | None = None,
     stop: asyncio.Event | None = None,
     ready: Callable[[str], None] | None = None,
+    commands: CommandPolicy | None = None,
 ) -> None:
     """Run a worker on `queue` (default: AGENT_TASK_QUEUE or `agent`) until `stop` is set.
 
     `ready(queue)` is called once the worker polls. Without `stop`, runs until cancelled.
+    `commands`: how `run_command` runs (default: from the settings, probed now).
     The demo and the tests host the worker in-process through this function.
     """
     queue = queue or task_queue()
     stop = stop or asyncio.Event()
     registry = build_default_registry(
-        settings.workspace, command_timeout_seconds=settings.command_timeout_seconds
+        settings.workspace,
+        command_timeout_seconds=settings.command_timeout_seconds,
+        commands=commands if commands is not None else command_policy(settings),
     )
     async with httpx.AsyncClient() as http:
         acts = AgentActivities(client, settings, registry, http)
@@ -94,6 +120,24 @@ async def run_worker(
 
 
 async def _main() -> int:
+    try:
+        settings = Settings.from_env()
+    except ValueError as err:  # a bad setting: say which
+        print(f"worker: {err}", file=sys.stderr, flush=True)
+        return 2
+    try:
+        commands = command_policy(settings)
+    except SandboxUnavailable as err:
+        print(
+            f"worker: AGENT_SANDBOX=required, but run_command cannot be sandboxed here ({err});"
+            " not starting",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 2
+    if commands.sandbox == "none":
+        print(no_sandbox_warning(commands), file=sys.stderr, flush=True)
+
     address = str(connect_config().get("target_host"))
     try:
         client = await connect()
@@ -110,12 +154,6 @@ async def _main() -> int:
             file=sys.stderr,
             flush=True,
         )
-    try:
-        settings = Settings.from_env()
-    except ValueError as err:  # a bad setting: say which
-        print(f"worker: {err}", file=sys.stderr, flush=True)
-        return 2
-
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -124,11 +162,12 @@ async def _main() -> int:
     def ready(queue: str) -> None:
         print(
             f"worker ready task_queue={queue} address={address}"
-            f" provider={provider_name(settings)} workspace={settings.workspace}",
+            f" provider={provider_name(settings)} workspace={settings.workspace}"
+            f" sandbox={commands.sandbox}",
             flush=True,
         )
 
-    await run_worker(client, settings, stop=stop, ready=ready)
+    await run_worker(client, settings, stop=stop, ready=ready, commands=commands)
     print("worker stopped", flush=True)
     return 0
 

@@ -4,15 +4,37 @@ endpoint and key never enter workflow input, events or history."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from activities.tools.sandbox import SANDBOX_MODES, SandboxMode
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_WORKSPACE = "agent-workspace"
 STATE_DIR_NAME = ".agent-state"
 
 _FALSE = {"0", "false", "no", "off"}
+_TRUE = {"1", "true", "yes", "on"}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _sandbox_mode(environ: Mapping[str, str]) -> SandboxMode:
+    raw = (environ.get("AGENT_SANDBOX") or "auto").strip().lower()
+    for mode in SANDBOX_MODES:
+        if raw == mode:
+            return mode
+    raise ValueError(f"AGENT_SANDBOX must be one of {', '.join(SANDBOX_MODES)}, got {raw!r}")
+
+
+def _env_names(environ: Mapping[str, str]) -> tuple[str, ...]:
+    names = re.split(r"[\s,]+", (environ.get("AGENT_COMMAND_ENV") or "").strip())
+    names = [n for n in names if n]
+    for name in names:
+        if not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"AGENT_COMMAND_ENV lists {name!r}, which is not a variable name")
+    return tuple(dict.fromkeys(names))
 
 
 def _float(environ: Mapping[str, str], key: str, default: float) -> float:
@@ -57,6 +79,15 @@ class Settings:
     history)."""
     stream_flush_chars: int = 2_000
     """`AGENT_STREAM_FLUSH_CHARS`: send earlier when this much text is waiting."""
+    sandbox: SandboxMode = "auto"
+    """`AGENT_SANDBOX`: how `run_command` is isolated. `auto` (default): in bubblewrap when it
+    works on this machine, else as a plain process group (the worker warns); `required`: the
+    worker refuses to start without bubblewrap; `off`: never sandboxed."""
+    command_env: tuple[str, ...] = ()
+    """`AGENT_COMMAND_ENV`: names (comma- or space-separated) of the worker's variables that
+    commands get, on top of PATH, HOME (set to the workspace) and LANG. Nothing else is passed."""
+    command_network: bool = False
+    """`AGENT_COMMAND_NETWORK=true`: sandboxed commands may use the network (default: none)."""
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -90,6 +121,9 @@ class Settings:
             stream_deltas=stream_deltas,
             stream_flush_seconds=_float(env, "AGENT_STREAM_FLUSH_SECONDS", 1.0),
             stream_flush_chars=max(1, flush_chars),
+            sandbox=_sandbox_mode(env),
+            command_env=_env_names(env),
+            command_network=(env.get("AGENT_COMMAND_NETWORK") or "").strip().lower() in _TRUE,
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:

@@ -45,6 +45,22 @@ def settings(workspace: Path, base_url: str | None = None) -> Settings:
     )
 
 
+def pids_running(*argv: str) -> list[int]:
+    """Host pids of live processes running exactly `argv` (a sandboxed command's own `$!` is a
+    pid in its PID namespace, so the test finds the child from outside)."""
+    wanted = "\0".join(argv).encode() + b"\0"
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if cmdline == wanted and process_alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
 def process_alive(pid: int) -> bool:
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -70,16 +86,17 @@ async def test_execute_tool_heartbeats_and_cancellation_kills_the_command(worksp
     env = ActivityEnvironment()
     beats: list[Any] = []
     env.on_heartbeat = lambda *details: beats.append(details)
+    marker = f"30.{uuid.uuid4().int % 10**9}"  # a unique `sleep` to find from outside
     request = ToolRequest(
         workflow_id="wf",
         call_id="call_1",
         name="run_command",
-        arguments={"command": "sleep 30 & echo $! > child.pid; wait"},
+        arguments={"command": f"sleep {marker} & echo started > child.pid; wait"},
     )
     task = asyncio.create_task(env.run(acts.execute_tool, request))
     pid_file = workspace / "child.pid"
     await wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), timeout=10)
-    child = int(pid_file.read_text())
+    [child] = await wait_until(lambda: pids_running("sleep", marker), timeout=5)
     assert process_alive(child)
     # A long command heartbeats (the first beat after one interval), so a cancel can reach it.
     await wait_until(lambda: beats, timeout=5)

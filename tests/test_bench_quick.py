@@ -32,6 +32,7 @@ FIGURES = [
     "scale.paused_rss",
     "scale.approve_all",
     "replay.seconds",
+    "sandbox.per_command",
 ]
 
 

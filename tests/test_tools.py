@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, cast
 
@@ -326,3 +328,131 @@ def test_settings_from_env(tmp_path):
             {"AGENT_WORKSPACE": str(tmp_path / "w"), "AGENT_COMMAND_TIMEOUT_SECONDS": "soon"}
         )
     assert os.environ.get("LLM_API_KEY") != "sk-very-secret"
+
+
+# ---- races, hard links and long paths ----
+
+
+class Swapper:
+    """A thread that keeps swapping the folder `ws/d` for a symlink to `outside` and back."""
+
+    def __init__(self, ws: Path, outside: Path) -> None:
+        self.ws, self.outside = ws, outside
+        self.stop = threading.Event()
+        self.swaps = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        folder, link, saved = self.ws / "d", self.ws / "d.link", self.ws / "d.saved"
+        while not self.stop.is_set():
+            link.symlink_to(self.outside, target_is_directory=True)
+            os.rename(folder, saved)
+            os.rename(link, folder)  # `d` is now the symlink out
+            os.rename(folder, link)
+            os.rename(saved, folder)  # `d` is the folder again
+            link.unlink()
+            self.swaps += 1
+
+    def __enter__(self) -> Swapper:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(10)
+
+
+@pytest.fixture
+def racy(tmp_path: Path) -> tuple[Path, Path]:
+    ws, outside = tmp_path / "ws", tmp_path / "outside"
+    (ws / "d").mkdir(parents=True)
+    (ws / "d" / "f.txt").write_text("inside\n")
+    outside.mkdir()
+    (outside / "f.txt").write_text("OUTSIDE\n")
+    (outside / "only-outside.txt").write_text("x")
+    return ws, outside
+
+
+async def test_a_symlink_swapped_in_mid_call_never_leads_out(racy):
+    ws, outside = racy
+    acts = make_activities(ws)
+    seen: Counter[str] = Counter()
+    with Swapper(ws, outside) as swapper:
+        for i in range(3000):
+            if i % 3 == 2:
+                result = await run_json(acts, "list_dir", {"path": "d"})
+                names = [e["name"] for e in result["data"] or []]
+                seen["listed outside" if "only-outside.txt" in names else "listed"] += 1
+            else:
+                result = await run_json(acts, "read_file", {"path": "d/f.txt"})
+                seen[str(result["data"] if result["ok"] else "refused")] += 1
+    assert swapper.swaps > 10
+    assert seen["OUTSIDE\n"] == 0, seen
+    assert seen["listed outside"] == 0, seen
+    assert seen["inside\n"] > 0 and seen["refused"] > 0, seen  # both states were met
+
+
+def plant_inside(folder: Path, name: str) -> None:
+    """Create `folder/name` only if `folder` is the real folder right now (never through the
+    symlink the swapper puts there)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        os.close(os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+
+
+async def test_delete_never_removes_a_file_outside_during_a_swap(racy):
+    ws, outside = racy
+    acts = make_activities(ws)
+    victim_outside = outside / "victim.txt"
+    deleted = 0
+    with Swapper(ws, outside):
+        for i in range(500):
+            victim_outside.write_text("keep me")
+            plant_inside(ws / "d", "victim.txt")
+            result = await run_json(acts, "delete_path", {"path": "d/victim.txt"}, f"call_{i}")
+            deleted += result["ok"]
+            assert victim_outside.exists(), (i, result)
+    assert deleted > 0
+
+
+async def test_a_hard_link_to_a_file_outside_is_refused(workspace):
+    secret = workspace.parent / "outside" / "secret.txt"
+    os.link(secret, workspace / "hard")
+    result = await run_json(make_activities(workspace), "read_file", {"path": "hard"})
+    assert result["ok"] is False
+    assert "has 2 hard links" in result["error"] and "refused" in result["error"]
+    assert "top secret" not in json.dumps(result)
+
+
+@pytest.mark.parametrize("tool", ["list_dir", "read_file", "delete_path"])
+@pytest.mark.parametrize(
+    "path",
+    ["a" * 5000, "logs/" + "b" * 300, "/".join(["x"] * 3000), "logs/" + "c/" * 2500],
+    ids=["long-name", "long-inner-name", "deep", "deep-missing"],
+)
+async def test_a_long_path_gives_a_short_relative_error(workspace, tool, path):
+    result = await run_json(make_activities(workspace), tool, {"path": path})
+    assert result["ok"] is False and result["data"] is None
+    error = result["error"]
+    assert str(workspace.parent) not in error
+    assert "Framework error" not in error
+    assert len(error) < 200, error
+    assert "too long" in error or "does not exist" in error
+
+
+async def test_a_path_nested_too_deep_is_refused(workspace):
+    deep = workspace / "/".join(["n"] * 260)
+    deep.mkdir(parents=True)
+    (deep / "f.txt").write_text("deep")
+    path = "/".join(["n"] * 260) + "/f.txt"
+    result = await run_json(make_activities(workspace), "read_file", {"path": path})
+    assert result["ok"] is False
+    assert "nested more than 256 folders deep" in result["error"]
+    assert len(result["error"]) < 200
+    shallow = "/".join(["n"] * 200)
+    assert (await run_json(make_activities(workspace), "list_dir", {"path": shallow}))["ok"] is True

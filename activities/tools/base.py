@@ -1,12 +1,9 @@
-"""What a tool is, the registry the worker holds, and the workspace confinement every built-in
-tool goes through."""
+"""What a tool is, and the registry the worker holds."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from workflows.model import ToolSpec
@@ -82,51 +79,3 @@ def string_argument(args: dict[str, Any], key: str, default: str | None = None) 
     if not isinstance(value, str):
         raise ToolError(f"argument '{key}' must be a string, got {type(value).__name__}")
     return value
-
-
-# ---- Workspace confinement ----
-
-
-@dataclass(frozen=True)
-class Workspace:
-    """A folder the tools are confined to. Every path goes through `locate`."""
-
-    root: Path
-
-    @classmethod
-    def at(cls, path: Path) -> Workspace:
-        return cls(path.expanduser().resolve())
-
-    def _inside(self, path: Path) -> bool:
-        return path == self.root or self.root in path.parents
-
-    def locate(self, raw: str) -> Path:
-        """The path `raw` names inside the workspace, without following its last component.
-
-        Refused (ToolError): an empty path, a NUL byte, a path that leaves the workspace through
-        `..` or as an absolute path elsewhere, and a path whose symlinks lead out of it.
-        """
-        if not raw.strip():
-            raise ToolError("path must not be empty")
-        if "\x00" in raw:
-            raise ToolError("path must not contain NUL characters")
-        candidate = Path(raw).expanduser()
-        joined = candidate if candidate.is_absolute() else self.root / candidate
-        lexical = Path(os.path.normpath(joined))
-        if lexical == self.root:
-            return self.root
-        try:
-            # The folder it lives in, with every symlink followed; then the entry itself.
-            parent = lexical.parent.resolve()
-            located = parent / lexical.name
-            target = located.resolve()
-        except (OSError, RuntimeError) as err:
-            raise ToolError(f"path '{raw}' cannot be resolved: {err}") from err
-        if not self._inside(parent) or not self._inside(located) or not self._inside(target):
-            raise ToolError(f"path '{raw}' is outside the workspace; refused")
-        return located
-
-    def relative(self, path: Path) -> str:
-        if path == self.root:
-            return "."
-        return path.relative_to(self.root).as_posix()

@@ -1,33 +1,33 @@
-"""The built-in file-manager tools of SPEC §7, all confined to the workspace folder.
+"""The built-in file-manager tools, all confined to the workspace folder.
 
-Each returns the `data` of the seed's envelope, or raises `ToolError` for an expected failure.
-File-system work runs in a thread so the worker's event loop (and its heartbeats) keep going.
+Each returns the `data` of the envelope, or raises `ToolError` for an expected failure. File-system
+work runs in a thread so the worker's event loop (and its heartbeats) keep going; every path is
+walked by descriptor (see `fs`), so a symlink swapped in mid-call is refused, not followed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import re
 import shutil
-import signal
+import stat
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from activities.tools.base import Tool, ToolError, ToolRegistry, Workspace, string_argument
+from activities.tools.base import Tool, ToolError, ToolRegistry, string_argument
+from activities.tools.commands import run_command
+from activities.tools.fs import Workspace, open_file, open_folder, os_error, preview
+from activities.tools.sandbox import CommandPolicy, choose_policy
 from workflows.reconstruction import bound_text
 
 READ_LIMIT_BYTES = 64 * 1024
 """`read_file` reads at most this much of a file."""
 READ_TEXT_LIMIT = 12_000
 """…and returns at most this many characters (the tool message is bounded to 16,000)."""
-STDOUT_LIMIT = 8_000
-STDERR_LIMIT = 4_000
 MAX_ENTRIES = 300
 """`list_dir` lists at most this many entries (then says how many it left out)."""
-
-_SECRET_ENV = re.compile(r"(API_?KEY|SECRET|TOKEN|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
 
 PATH_PARAMETERS: dict[str, Any] = {
     "type": "object",
@@ -42,33 +42,33 @@ PATH_PARAMETERS: dict[str, Any] = {
 }
 
 
-def _kind(path: Path) -> str:
-    if path.is_symlink():
-        return "symlink"
-    return "dir" if path.is_dir() else "file"
-
-
 # ---- list_dir ----
 
 
 def _list_dir(workspace: Workspace, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """Symlinks that stay inside the workspace are followed to the folder they name (each hop
+    walked by descriptor); the entries listed are not followed (a link shows as `symlink`)."""
     raw = string_argument(args, "path", ".")
-    folder = workspace.locate(raw).resolve()
-    if not folder.exists():
-        raise ToolError(f"'{raw}' does not exist")
-    if not folder.is_dir():
-        raise ToolError(f"'{raw}' is not a folder")
-    entries: list[dict[str, Any]] = []
-    with os.scandir(folder) as scan:
-        items = sorted(scan, key=lambda e: e.name)
-    for entry in items[:MAX_ENTRIES]:
-        if entry.is_symlink():
-            kind, size = "symlink", None
-        elif entry.is_dir(follow_symlinks=False):
-            kind, size = "dir", None
-        else:
-            kind, size = "file", entry.stat(follow_symlinks=False).st_size
-        entries.append({"name": entry.name, "kind": kind, "size": size})
+    with workspace.locate(raw, follow_last=True) as located:
+        folder = open_folder(located)
+    try:
+        with os.scandir(folder) as scan:
+            items = sorted(scan, key=lambda e: e.name)
+        entries: list[dict[str, Any]] = []
+        for entry in items[:MAX_ENTRIES]:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:  # gone since the listing
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                kind, size = "symlink", None
+            elif stat.S_ISDIR(info.st_mode):
+                kind, size = "dir", None
+            else:
+                kind, size = "file", info.st_size
+            entries.append({"name": entry.name, "kind": kind, "size": size})
+    finally:
+        os.close(folder)
     if len(items) > MAX_ENTRIES:
         left = len(items) - MAX_ENTRIES
         entries.append({"name": f"…[{left} more entries not listed]", "kind": "note", "size": None})
@@ -79,142 +79,101 @@ def _list_dir(workspace: Workspace, args: dict[str, Any]) -> list[dict[str, Any]
 
 
 def _read_file(workspace: Workspace, args: dict[str, Any]) -> str:
+    """Symlinks that stay inside the workspace are followed (each hop walked by descriptor);
+    a file with more than one hard link is refused, since its other name may be outside."""
     raw = string_argument(args, "path")
-    target = workspace.locate(raw).resolve()
-    if not target.exists():
-        raise ToolError(f"'{raw}' does not exist")
-    if not target.is_file():
-        raise ToolError(f"'{raw}' is not a regular file")
-    size = target.stat().st_size
-    with target.open("rb") as handle:
+    with workspace.locate(raw, follow_last=True) as located:
+        fd = open_file(located)
+        relative = located.relative
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ToolError(f"'{preview(relative)}' is not a regular file")
+        if info.st_nlink > 1:
+            raise ToolError(
+                f"'{preview(relative)}' has {info.st_nlink} hard links (another name for it may "
+                "be outside the workspace); refused"
+            )
         head = handle.read(READ_LIMIT_BYTES)
     text = head.decode("utf-8", errors="replace")
-    if size > READ_LIMIT_BYTES:
-        text += f"\n…[file is {size} bytes; only the first {READ_LIMIT_BYTES} were read]"
+    if info.st_size > READ_LIMIT_BYTES:
+        text += f"\n…[file is {info.st_size} bytes; only the first {READ_LIMIT_BYTES} were read]"
     return bound_text(text, READ_TEXT_LIMIT)
 
 
 # ---- delete_path ----
 
 
+def _count_files(folder: int, name: str) -> int:
+    return sum(len(files) for _, _, files, _ in os.fwalk(name, dir_fd=folder))
+
+
 def _delete_path(workspace: Workspace, args: dict[str, Any]) -> dict[str, Any]:
+    """Deletes the entry itself: a symlink is removed, never followed (one that points out of
+    the workspace is refused all the same). Everything happens relative to the descriptor of
+    the folder holding the entry."""
     raw = string_argument(args, "path")
-    target = workspace.locate(raw)
-    if target == workspace.root:
-        raise ToolError("refusing to delete the workspace folder itself")
-    if not target.is_symlink() and not target.exists():
-        raise ToolError(f"'{raw}' does not exist")
-    kind = _kind(target)
-    relative = workspace.relative(target)
-    if kind == "dir":
-        files = sum(len(names) for _, _, names in os.walk(target))
-        shutil.rmtree(target)  # does not follow symlinks inside: it removes the links
-    else:
-        files = 1
-        target.unlink()
+    with workspace.locate(raw, follow_last=False) as located:
+        if located.is_root or located.name is None:
+            raise ToolError("refusing to delete the workspace folder itself")
+        name, relative = located.name, located.relative
+        try:
+            info = os.stat(name, dir_fd=located.folder, follow_symlinks=False)
+        except OSError as err:
+            raise os_error(err, relative) from None
+        if stat.S_ISLNK(info.st_mode):
+            workspace.locate(raw, follow_last=True).close()  # refused when it leads out
+            kind = "symlink"
+        else:
+            kind = "dir" if stat.S_ISDIR(info.st_mode) else "file"
+        try:
+            if kind == "dir":
+                files = _count_files(located.folder, name)
+                shutil.rmtree(name, dir_fd=located.folder)  # removes links inside, never follows
+            else:
+                files = 1
+                os.unlink(name, dir_fd=located.folder)
+        except OSError as err:
+            raise os_error(err, relative) from None
     return {"path": relative, "kind": kind, "files": files}
-
-
-# ---- run_command ----
-
-
-def _command_env() -> dict[str, str]:
-    """The worker's environment minus anything that looks like a secret (the LLM key above all):
-    whatever a command prints goes to the model and into the run's history."""
-    return {k: v for k, v in os.environ.items() if not _SECRET_ENV.search(k)}
-
-
-async def _drain(stream: asyncio.StreamReader | None, limit: int) -> tuple[bytes, int]:
-    """Read a stream to its end, keeping at most `limit` bytes; returns (kept, total)."""
-    if stream is None:
-        return b"", 0
-    kept = bytearray()
-    total = 0
-    while chunk := await stream.read(65536):
-        total += len(chunk)
-        if len(kept) < limit:
-            kept.extend(chunk[: limit - len(kept)])
-    return bytes(kept), total
-
-
-def _text(kept: bytes, total: int, limit: int) -> str:
-    text = kept.decode("utf-8", errors="replace")
-    if total > len(kept):
-        text += f"\n…[truncated {total - len(kept)} bytes of output]"
-    return bound_text(text, limit + 100)
-
-
-def _kill_group(process: asyncio.subprocess.Process) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-async def _reap(process: asyncio.subprocess.Process, *tasks: asyncio.Future[Any]) -> None:
-    try:
-        await asyncio.wait_for(process.wait(), 5)
-    except TimeoutError:
-        pass
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-
-
-async def run_command(
-    workspace: Workspace, limit_seconds: float, args: dict[str, Any]
-) -> dict[str, Any]:
-    """Run a shell command in the workspace, in its own process group (so a timeout or a
-    cancellation kills everything it started), with bounded output."""
-    command = string_argument(args, "command")
-    if not command.strip():
-        raise ToolError("command must not be empty")
-    process = await asyncio.create_subprocess_shell(
-        command,
-        cwd=workspace.root,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        env=_command_env(),
-    )
-    out = asyncio.ensure_future(_drain(process.stdout, STDOUT_LIMIT))
-    err = asyncio.ensure_future(_drain(process.stderr, STDERR_LIMIT))
-    waiter = asyncio.ensure_future(process.wait())
-    try:
-        done, _ = await asyncio.wait({out, err, waiter}, timeout=limit_seconds)
-    except BaseException:  # cancelled (the activity was cancelled): kill it all, then go
-        _kill_group(process)
-        waiter.cancel()
-        await asyncio.shield(_reap(process, out, err))
-        raise
-    if len(done) < 3:
-        _kill_group(process)
-        waiter.cancel()
-        await _reap(process, out, err)
-        raise ToolError(f"command timed out after {limit_seconds:g} s and was killed: {command}")
-    stdout, stdout_total = out.result()
-    stderr, stderr_total = err.result()
-    return {
-        "stdout": _text(stdout, stdout_total, STDOUT_LIMIT),
-        "stderr": _text(stderr, stderr_total, STDERR_LIMIT),
-        "exit_code": waiter.result(),
-    }
 
 
 # ---- the registry ----
 
 
-def _threaded(function: Any, workspace: Workspace) -> Any:
+def _threaded(function: Callable[[Workspace, dict[str, Any]], Any], workspace: Workspace) -> Any:
+    """Run a file tool in a thread; an OS error it did not expect still names the path relative
+    to the workspace (never the worker's absolute path)."""
+
+    def guarded(args: dict[str, Any]) -> Any:
+        try:
+            return function(workspace, args)
+        except OSError as err:
+            shown = workspace.relative_text(str(err.filename)) if err.filename else "?"
+            raise os_error(err, shown) from None
+
     async def run(args: dict[str, Any]) -> Any:
-        return await asyncio.to_thread(function, workspace, args)
+        return await asyncio.to_thread(guarded, args)
 
     return run
 
 
-def build_default_registry(workspace: Path, command_timeout_seconds: float = 30.0) -> ToolRegistry:
-    """The four built-in tools, confined to `workspace` (which must exist)."""
+def _isolation_text(policy: CommandPolicy) -> str:
+    if policy.sandbox != "bwrap":
+        return ""
+    return "Only the workspace is writable" + ("" if policy.network else "; no network") + ". "
+
+
+def build_default_registry(
+    workspace: Path,
+    command_timeout_seconds: float = 30.0,
+    *,
+    commands: CommandPolicy | None = None,
+) -> ToolRegistry:
+    """The four built-in tools, confined to `workspace` (which must exist). `commands` says
+    how `run_command` runs (default: in bubblewrap when it works here, with no network)."""
     ws = Workspace.at(workspace)
+    policy = commands if commands is not None else choose_policy("auto")
     if not ws.root.is_dir():
         raise ValueError(f"workspace folder {ws.root} does not exist")
     return ToolRegistry(
@@ -242,7 +201,8 @@ def build_default_registry(workspace: Path, command_timeout_seconds: float = 30.
                 description=(
                     "Run a shell command in the workspace folder and return its stdout, stderr "
                     f"and exit code. Times out after {command_timeout_seconds:g} seconds. "
-                    "Needs a human's approval."
+                    + _isolation_text(policy)
+                    + "Needs a human's approval."
                 ),
                 parameters={
                     "type": "object",
@@ -252,7 +212,7 @@ def build_default_registry(workspace: Path, command_timeout_seconds: float = 30.
                     "required": ["command"],
                     "additionalProperties": False,
                 },
-                run=partial(run_command, ws, command_timeout_seconds),
+                run=partial(run_command, ws, command_timeout_seconds, policy),
                 requires_approval=True,
                 safe_to_retry=False,
             ),
