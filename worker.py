@@ -31,7 +31,9 @@ from temporalio.worker import Worker
 from activities.agent_activities import AgentActivities
 from activities.settings import Settings
 from activities.tools import build_default_registry
-from starter.connect import connect, connect_config, task_queue
+from starter.codec import KeyConfigError
+from starter.connect import connect, connect_config, data_converter, task_queue
+from starter.decryption_log import log_decryption_failures_once
 from starter.search_attributes import ensure_search_attributes
 from workflows.agent import AgentWorkflow
 
@@ -74,6 +76,7 @@ async def run_worker(
     """
     queue = queue or task_queue()
     stop = stop or asyncio.Event()
+    log_decryption_failures_once()
     registry = build_default_registry(
         settings.workspace, command_timeout_seconds=settings.command_timeout_seconds
     )
@@ -95,6 +98,11 @@ async def run_worker(
 
 async def _main() -> int:
     address = str(connect_config().get("target_host"))
+    try:
+        data_converter()
+    except KeyConfigError as err:  # an encryption key that cannot be used: say which variable
+        print(f"worker: {err}", file=sys.stderr, flush=True)
+        return 2
     try:
         client = await connect()
     except Exception as err:  # connection problems are the user's to fix: say so in one line
