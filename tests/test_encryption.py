@@ -32,6 +32,7 @@ from starter.codec import (
 )
 from starter.connect import data_converter
 from starter.decryption_log import WORKFLOW_LOGGER, DecryptionFailureFilter
+from starter.errors import translate
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, worker_for
 from workflows.agent import AgentWorkflow
@@ -258,3 +259,15 @@ def test_the_log_has_one_line_per_run_naming_the_key_id():
         assert "\n" not in logging.Formatter().format(record)
     other = _activation_failure(runs[0], ValueError("not ours"))
     assert keep.filter(other) and other.exc_info is not None, "other failures pass untouched"
+
+
+def test_the_starter_says_which_key_is_missing_even_when_the_sdk_wraps_the_error():
+    lacking = DecryptionError("k9", "cannot decrypt a payload encrypted with key id 'k9': …")
+    try:
+        try:
+            raise lacking
+        except DecryptionError as err:
+            raise RuntimeError("Failed decoding the query result") from err
+    except RuntimeError as wrapped:
+        failure = translate(wrapped, workflow_id="w", namespace="default")
+    assert failure.message == str(lacking) and failure.code == 1
