@@ -22,7 +22,7 @@ Measure = Callable[[Bench], Awaitable[list[Figure]]]
 
 
 def figure_modules() -> dict[str, Measure]:
-    from bench.figures import approval, cancel, history, overhead, replay, scale
+    from bench.figures import approval, cancel, encryption, history, overhead, replay, scale
 
     return {
         "overhead": overhead.measure,
@@ -31,6 +31,7 @@ def figure_modules() -> dict[str, Measure]:
         "approval": approval.measure,
         "scale": scale.measure,
         "replay": replay.measure,
+        "encryption": encryption.measure,
     }
 
 

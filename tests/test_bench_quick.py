@@ -32,6 +32,8 @@ FIGURES = [
     "scale.paused_rss",
     "scale.approve_all",
     "replay.seconds",
+    "encryption.per_round",
+    "encryption.history_bytes_per_round",
 ]
 
 
