@@ -297,7 +297,8 @@ async def record(selected: list[str]) -> None:
     temporal = Path(sys.executable).parent / "temporal"
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal),
-        data_converter=data_converter(),
+        # Never with a key: the recorded histories must replay anywhere, without one.
+        data_converter=data_converter({}),
         dev_server_extra_args=["--log-level", "error"],
     )
     try:
