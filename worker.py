@@ -36,7 +36,9 @@ from activities.agent_activities import AgentActivities
 from activities.settings import Settings
 from activities.tools import build_default_registry
 from activities.tools.sandbox import CommandPolicy, SandboxUnavailable, choose_policy
-from starter.connect import connect, connect_config, task_queue
+from starter.codec import KeyConfigError
+from starter.connect import connect, connect_config, data_converter, task_queue
+from starter.decryption_log import log_decryption_failures_once
 from starter.search_attributes import ensure_search_attributes
 from workflows.agent import AgentWorkflow
 
@@ -98,6 +100,7 @@ async def run_worker(
     """
     queue = queue or task_queue()
     stop = stop or asyncio.Event()
+    log_decryption_failures_once()
     registry = build_default_registry(
         settings.workspace,
         command_timeout_seconds=settings.command_timeout_seconds,
@@ -139,6 +142,11 @@ async def _main() -> int:
         print(no_sandbox_warning(commands), file=sys.stderr, flush=True)
 
     address = str(connect_config().get("target_host"))
+    try:
+        data_converter()
+    except KeyConfigError as err:  # an encryption key that cannot be used: say which variable
+        print(f"worker: {err}", file=sys.stderr, flush=True)
+        return 2
     try:
         client = await connect()
     except Exception as err:  # connection problems are the user's to fix: say so in one line

@@ -22,7 +22,16 @@ Measure = Callable[[Bench], Awaitable[list[Figure]]]
 
 
 def figure_modules() -> dict[str, Measure]:
-    from bench.figures import approval, cancel, history, overhead, replay, sandbox, scale
+    from bench.figures import (
+        approval,
+        cancel,
+        encryption,
+        history,
+        overhead,
+        replay,
+        sandbox,
+        scale,
+    )
 
     return {
         "overhead": overhead.measure,
@@ -32,6 +41,7 @@ def figure_modules() -> dict[str, Measure]:
         "scale": scale.measure,
         "replay": replay.measure,
         "sandbox": sandbox.measure,
+        "encryption": encryption.measure,
     }
 
 

@@ -17,11 +17,11 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from bench.bare_workflow import BareWorkflow
+from starter.connect import data_converter
 from starter.search_attributes import ensure_search_attributes
 from worker import heartbeat_tuning
 from workflows.agent import AgentWorkflow
@@ -73,7 +73,7 @@ class Bench:
 async def start_server() -> WorkflowEnvironment:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(Path(sys.executable).parent / "temporal"),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
         dev_server_extra_args=DEV_SERVER_ARGS,
     )
     await ensure_search_attributes(env.client)

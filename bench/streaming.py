@@ -30,13 +30,13 @@ from typing import Any
 
 import httpx
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
 from activities.settings import Settings
 from activities.tools import build_default_registry
+from starter.connect import data_converter
 from starter.live import follow
 from starter.search_attributes import ensure_search_attributes
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, Slow, _chunk, _delta, _Handler
@@ -167,7 +167,7 @@ def report(outcomes: list[Outcome], tokens: int, token_seconds: float, flush: fl
 async def main_async(args: argparse.Namespace) -> None:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=venv_binary("temporal"),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
         dev_server_extra_args=["--log-level", "error"],
     )
     try:

@@ -15,16 +15,14 @@ import signal
 import sys
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from bench.harness import worker
 from bench.stubs import RUN_COMMAND, FakeAgent, Stamps, bare_activities
+from starter.connect import data_converter
 
 
 async def serve(address: str, namespace: str, task_queue: str, kind: str) -> None:
-    client = await Client.connect(
-        address, namespace=namespace, data_converter=pydantic_data_converter
-    )
+    client = await Client.connect(address, namespace=namespace, data_converter=data_converter())
     if kind == "agent":
         activities = FakeAgent(tool=RUN_COMMAND, stop_after_first=True).activities()
     else:

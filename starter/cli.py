@@ -11,8 +11,9 @@ from contextlib import suppress
 from typing import NoReturn
 
 from starter import commands
-from starter.connect import connect, connect_config
-from starter.errors import EXIT_ERROR, EXIT_OK, CliError, cannot_reach, translate
+from starter.codec import KeyConfigError
+from starter.connect import connect, connect_config, data_converter
+from starter.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, cannot_reach, translate
 from starter.output import Output
 
 Command = Callable[[commands.Ctx, argparse.Namespace], Awaitable[int]]
@@ -109,6 +110,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("pending", parents=[common], help="list the runs waiting for approval")
 
     sub.add_parser("demo", parents=[common], help="the whole story offline, in one command")
+
+    codec = sub.add_parser(
+        "codec-server",
+        help="serve the encryption keys' codec to the Temporal UI and CLI (--codec-endpoint)",
+    )
+    codec.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
+    codec.add_argument("--port", type=_non_negative_int, default=8081, help="default 8081")
+    codec.add_argument(
+        "--ui-origin",
+        default="http://localhost:8233",
+        metavar="URL",
+        help="the Temporal UI's origin, allowed by CORS (default http://localhost:8233)",
+    )
     return parser
 
 
@@ -128,6 +142,15 @@ async def amain(argv: Sequence[str] | None = None) -> int:
     """Parse, run one command, return its exit code (errors are printed, not raised)."""
     args = build_parser().parse_args(argv)
     out = Output(json_mode=bool(args.json or getattr(args, "json_here", False)))
+    if args.command == "codec-server":
+        from starter.codec_server import serve
+
+        return await serve(args.host, args.port, args.ui_origin)
+    try:
+        data_converter()
+    except KeyConfigError as err:  # an encryption key that cannot be used: say which variable
+        out.error(str(err))
+        return EXIT_USAGE
     if args.command == "demo":
         from starter.demo import run_demo
 

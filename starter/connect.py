@@ -1,16 +1,21 @@
 """How every program of this project connects to Temporal: `temporalio.envconfig` (TEMPORAL_ADDRESS,
 TEMPORAL_NAMESPACE, TLS, API key, profiles in temporal.toml) with `localhost:7233` as the default,
-and the pydantic data converter. The worker, the starter and the tests all come through here.
+and the data converter of `data_converter()`. The worker, the starter and the tests all come
+through here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Mapping
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.envconfig import ClientConfig
 
+from starter.codec import EncryptionCodec, parse_keys
 from workflows.names import DEFAULT_TASK_QUEUE
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -27,10 +32,29 @@ def connect_config(profile: str | None = None) -> dict[str, object]:
     return config
 
 
+def data_converter(environ: Mapping[str, str] | None = None) -> DataConverter:
+    """The one data converter of every client and worker of the project: pydantic, and with a key
+    (AGENT_ENCRYPTION_KEY or AGENT_ENCRYPTION_KEYS) the AES-256-GCM codec over every payload and
+    over the failures' messages and stack traces. Without a key, payloads are written exactly as
+    before; the codec is still there to name the key id of an encrypted payload it meets.
+
+    Raises KeyConfigError (a ValueError naming the variable) for a key that cannot be used.
+    """
+    keyring = parse_keys(os.environ if environ is None else environ)
+    if keyring is None:
+        return dataclasses.replace(pydantic_data_converter, payload_codec=EncryptionCodec(None))
+    return dataclasses.replace(
+        pydantic_data_converter,
+        payload_codec=EncryptionCodec(keyring),
+        failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
+    )
+
+
 async def connect(profile: str | None = None) -> Client:
     config = connect_config(profile)
+    converter = data_converter()
     return await Client.connect(
         str(config.pop("target_host")),
-        data_converter=pydantic_data_converter,
+        data_converter=converter,
         **config,  # type: ignore[arg-type]
     )

@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from starter.connect import connect, connect_config
+from starter.connect import connect, connect_config, data_converter
 from starter.errors import EXIT_ERROR, EXIT_OK
 from starter.follow import follow
 from starter.output import Output
@@ -243,7 +242,7 @@ async def _client_or_embedded(out: Output) -> tuple[Client, WorkflowEnvironment 
         os.dup2(devnull, 1)
         env = await WorkflowEnvironment.start_local(
             dev_server_existing_path=binary,
-            data_converter=pydantic_data_converter,
+            data_converter=data_converter(),
             dev_server_log_level="error",
         )
     finally:

@@ -6,6 +6,8 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from starter.codec import find_decryption_error
+
 EXIT_OK = 0
 EXIT_ERROR = 1
 """A command failed: no server, unknown workflow, finished run, rejected update, …"""
@@ -44,6 +46,9 @@ def translate(err: BaseException, *, workflow_id: str | None, namespace: str) ->
     """Turn an SDK exception into a one-line CliError."""
     if isinstance(err, CliError):
         return err
+    undecryptable = find_decryption_error(err)
+    if undecryptable is not None:  # one line naming the key id this program lacks
+        return CliError(str(undecryptable))
     if isinstance(err, WorkflowUpdateFailedError):
         cause = err.cause
         reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)

@@ -4,6 +4,7 @@ downloaded: both binaries come from the virtual environment's `bin/`."""
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import sys
@@ -13,9 +14,10 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from starter.codec import ENV_KEY, ENV_KEYS
+from starter.connect import data_converter
 from starter.search_attributes import ensure_search_attributes
 
 
@@ -27,6 +29,30 @@ def venv_binary(name: str) -> str:
     if found is None:
         raise RuntimeError(f"{name} not found: install the dev extras (pip install -e '.[dev]')")
     return found
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--encrypt",
+        action="store_true",
+        help="run with encryption at rest: a fresh AGENT_ENCRYPTION_KEY for the whole session, so"
+        " every data converter (fixtures, workers, clients, replayers, child processes) encrypts",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Set before any fixture or test builds a data converter; child processes inherit it.
+    os.environ.pop(ENV_KEYS, None)
+    if config.getoption("--encrypt"):
+        os.environ[ENV_KEY] = base64.b64encode(os.urandom(32)).decode()
+    else:
+        os.environ.pop(ENV_KEY, None)
+
+
+@pytest.fixture(scope="session")
+def encrypted(pytestconfig: pytest.Config) -> bool:
+    """Whether this session runs with encryption at rest (`--encrypt`)."""
+    return bool(pytestconfig.getoption("--encrypt"))
 
 
 DEV_SERVER_ARGS = [
@@ -42,7 +68,7 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
     """The real Temporal dev server, started once for the whole session."""
     environment = await WorkflowEnvironment.start_local(
         dev_server_existing_path=venv_binary("temporal"),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
         dev_server_extra_args=DEV_SERVER_ARGS,
     )
     await ensure_search_attributes(environment.client)
@@ -62,7 +88,7 @@ async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     """The real time-skipping test server: durable timers of hours pass in seconds."""
     environment = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=venv_binary("temporal-test-server"),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
     )
     await ensure_search_attributes(environment.client)
     try:

@@ -23,12 +23,12 @@ from typing import Any
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.common import RawValue
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from starter import live
+from starter.connect import data_converter
 from starter.search_attributes import ensure_search_attributes
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, wait_until, worker_for
@@ -297,7 +297,8 @@ async def record(selected: list[str]) -> None:
     temporal = Path(sys.executable).parent / "temporal"
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=str(temporal),
-        data_converter=pydantic_data_converter,
+        # Never with a key: the recorded histories must replay anywhere, without one.
+        data_converter=data_converter({}),
         dev_server_extra_args=["--log-level", "error"],
     )
     try:

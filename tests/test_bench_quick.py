@@ -33,6 +33,8 @@ FIGURES = [
     "scale.approve_all",
     "replay.seconds",
     "sandbox.per_command",
+    "encryption.per_round",
+    "encryption.history_bytes_per_round",
 ]
 
 

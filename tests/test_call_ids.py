@@ -13,6 +13,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -95,7 +96,7 @@ async def test_a_stale_answer_does_not_approve_a_later_call(client, task_queue, 
     # A double click, a retried script, a stale page: round 0's answer again.
     await handle.signal("tool_approval", {"call_id": "call_0", "approved": True})
 
-    async def warned() -> list:
+    async def warned() -> list[Any]:
         return of_type(await events(handle, before - 1), "warning")
 
     warnings = await wait_until(warned)

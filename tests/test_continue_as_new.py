@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from starter.connect import data_converter
 from starter.search_attributes import ensure_search_attributes
 from tests.conftest import venv_binary
 from tests.fakes import FakeAgentActivities, calls, text
@@ -27,7 +27,7 @@ SUGGEST_AFTER = 150
 async def low_limit_client() -> AsyncIterator[Client]:
     environment = await WorkflowEnvironment.start_local(
         dev_server_existing_path=venv_binary("temporal"),
-        data_converter=pydantic_data_converter,
+        data_converter=data_converter(),
         dev_server_extra_args=[
             "--dynamic-config-value",
             f"limit.historyCount.suggestContinueAsNew={SUGGEST_AFTER}",

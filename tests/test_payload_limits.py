@@ -145,9 +145,7 @@ async def test_a_large_reply_to_a_large_prompt_is_checked_after_the_call(client,
     assert 1_390_000 < await largest_payload(client, handle) < PAYLOAD_LIMIT
 
 
-async def test_huge_arguments_are_answered_not_run_and_survive_continue_as_new(
-    client, task_queue
-):
+async def test_huge_arguments_are_answered_not_run_and_survive_continue_as_new(client, task_queue):
     huge = json.dumps({"command": "x" * 450_000})
     fake = FakeAgentActivities(
         replies=[

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from temporalio import workflow
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from starter.connect import data_converter
 from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunResult, ToolSpec
 
@@ -51,7 +51,7 @@ def test_all_scenarios_are_recorded():
 async def test_replay(path):
     history = load(path)
     assert len(json.loads(path.read_text())["events"]) > 5
-    replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=data_converter())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure!r}"
 
@@ -74,7 +74,7 @@ class ReorderedAgentWorkflow:
 @pytest.mark.parametrize("name", ["approve", "mixed"])
 async def test_replay_catches_nondeterminism(name):
     path = Path(__file__).parent / "histories" / f"{name}.json"
-    replayer = Replayer(workflows=[ReorderedAgentWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=[ReorderedAgentWorkflow], data_converter=data_converter())
     result = await replayer.replay_workflow(load(path), raise_on_replay_failure=False)
     assert isinstance(result.replay_failure, workflow.NondeterminismError), result.replay_failure
     with pytest.raises(workflow.NondeterminismError):

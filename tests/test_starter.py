@@ -52,8 +52,11 @@ class Agent:
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {
-            k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "LLM_", "AGENT_"))
-        }
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("TEMPORAL_", "LLM_", "AGENT_"))
+            or k.startswith("AGENT_ENCRYPTION_")
+        }  # the session's key (pytest --encrypt) goes to the starter like to the worker
         env.update(TEMPORAL_ADDRESS=self.address, AGENT_TASK_QUEUE=self.queue)
         env.update(extra)
         return env

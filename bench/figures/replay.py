@@ -7,13 +7,13 @@ from __future__ import annotations
 import time
 
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from bench.bare_workflow import BareInput, BareWorkflow
 from bench.harness import Bench, median, new_id, new_queue, worker
 from bench.report import Figure
 from bench.stubs import FakeAgent, Stamps, bare_activities
+from starter.connect import data_converter
 from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
 
@@ -56,8 +56,8 @@ async def replay_seconds(replayer: Replayer, history: WorkflowHistory) -> float:
 async def measure(b: Bench) -> list[Figure]:
     p = b.profile
     agent_history, bare_history = await record(b, p.replay_rounds)
-    agent_replayer = Replayer(workflows=[AgentWorkflow], data_converter=pydantic_data_converter)
-    bare_replayer = Replayer(workflows=[BareWorkflow], data_converter=pydantic_data_converter)
+    agent_replayer = Replayer(workflows=[AgentWorkflow], data_converter=data_converter())
+    bare_replayer = Replayer(workflows=[BareWorkflow], data_converter=data_converter())
     agent: list[float] = []
     bare: list[float] = []
     for i in range(p.replay_repeats):

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.scripted import HELP_TEXT
+from starter.connect import data_converter
 from tests.helpers import messages, status, wait_until
 from tests.reliability.agents import (
     approval_json,
@@ -277,7 +277,7 @@ async def test_server_restart_while_awaiting_approval(
     server = DevServer(db_file=tmp_dirs["db"] / "t.db", log_dir=tmp_dirs["logs"])
     await server.start()
     try:
-        client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+        client = await Client.connect(server.address, data_converter=data_converter())
         await rig.start_worker("worker-a", address=server.address)
         handle = await start(client, rig.queue, f"run: echo restarted >> {SIDE_EFFECTS}")
         pending = await wait_pending(handle)
@@ -285,7 +285,7 @@ async def test_server_restart_while_awaiting_approval(
         row.did(f"SIGTERM the dev server (exit {code}) during the approval wait; start it again")
         await asyncio.sleep(1)
         await server.start()
-        client = await Client.connect(server.address, data_converter=pydantic_data_converter)
+        client = await Client.connect(server.address, data_converter=data_converter())
         handle = client.get_workflow_handle_for(AgentWorkflow.run, handle.id)
         after = await wait_until(lambda: _status_or_none(handle), 60, interval=0.5)
         assert after.phase == "awaiting_approval"

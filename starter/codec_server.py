@@ -1,0 +1,179 @@
+"""The codec server: lets the Temporal UI and the `temporal` CLI show encrypted payloads in
+plaintext to those allowed, with the same keys as the worker.
+
+    python -m starter codec-server [--host 127.0.0.1] [--port 8081] [--ui-origin URL]
+
+Temporal's codec-server protocol: `POST /encode` and `POST /decode`, each with a body
+`{"payloads": [...]}` in proto JSON (the `X-Namespace` header names the namespace; one set of keys
+serves every namespace). `/decode` returns payloads that are not encrypted unchanged. The UI calls
+from the browser, so the server answers CORS preflights from the UI's origin. With
+`AGENT_CODEC_TOKEN` set, every POST needs `Authorization: Bearer TOKEN`; without a token the server
+binds to loopback only, since anyone who reaches it can read every payload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import ipaddress
+import os
+import signal
+import socket
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+
+import uvicorn
+from google.protobuf import json_format
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from temporalio.api.common.v1 import Payloads
+
+from starter.codec import DecryptionError, EncryptionCodec, parse_keys
+
+ENV_TOKEN = "AGENT_CODEC_TOKEN"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8081
+DEFAULT_UI_ORIGIN = "http://localhost:8233"
+ALLOW_METHODS = "POST"
+ALLOW_HEADERS = "content-type, x-namespace, authorization"
+MAX_BODY_BYTES = 64 * 1024 * 1024
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _cors(origin: str | None, ui_origin: str) -> dict[str, str]:
+    if origin is None or origin != ui_origin:
+        return {}
+    return {
+        "Access-Control-Allow-Origin": origin,
+        "Access-Control-Allow-Methods": ALLOW_METHODS,
+        "Access-Control-Allow-Headers": ALLOW_HEADERS,
+        "Access-Control-Allow-Credentials": "true",
+        "Access-Control-Max-Age": "600",
+        "Vary": "Origin",
+    }
+
+
+def build_app(codec: EncryptionCodec, *, ui_origin: str, token: str | None) -> Starlette:
+    """The ASGI app; `token` None means no bearer token is asked for."""
+    expected = f"Bearer {token}".encode() if token else None
+
+    def endpoint(
+        transform: Callable[[EncryptionCodec, Payloads], Awaitable[None]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def handle(request: Request) -> Response:
+            cors = _cors(request.headers.get("origin"), ui_origin)
+            if request.method == "OPTIONS":
+                if not cors:
+                    return PlainTextResponse("origin not allowed\n", status_code=403)
+                return Response(status_code=204, headers=cors)
+            given = request.headers.get("authorization", "").encode()
+            if expected is not None and not hmac.compare_digest(given, expected):
+                return PlainTextResponse("unauthorized\n", status_code=401, headers=cors)
+            body = await request.body()
+            if len(body) > MAX_BODY_BYTES:
+                return PlainTextResponse("body too large\n", status_code=413, headers=cors)
+            payloads = Payloads()
+            try:
+                json_format.Parse(body or b"{}", payloads)
+            except json_format.ParseError as err:
+                return PlainTextResponse(
+                    f"not a Payloads JSON object: {err}\n", status_code=400, headers=cors
+                )
+            try:
+                await transform(codec, payloads)
+            except DecryptionError as err:
+                return PlainTextResponse(f"{err}\n", status_code=400, headers=cors)
+            return JSONResponse(json_format.MessageToDict(payloads), headers=cors)
+
+        return handle
+
+    async def encode(codec: EncryptionCodec, payloads: Payloads) -> None:
+        await codec.encode_wrapper(payloads)
+
+    async def decode(codec: EncryptionCodec, payloads: Payloads) -> None:
+        await codec.decode_wrapper(payloads)
+
+    return Starlette(
+        routes=[
+            Route("/encode", endpoint(encode), methods=["POST", "OPTIONS"]),
+            Route("/decode", endpoint(decode), methods=["POST", "OPTIONS"]),
+        ]
+    )
+
+
+class StartError(Exception):
+    """The server cannot start as configured; the message is the one line to print."""
+
+
+def prepare(host: str, environ: Mapping[str, str]) -> tuple[EncryptionCodec, str | None]:
+    """The codec and the token, or a StartError (KeyConfigError for a bad key)."""
+    keyring = parse_keys(environ)
+    if keyring is None:
+        raise StartError(
+            "no encryption key: set AGENT_ENCRYPTION_KEY or AGENT_ENCRYPTION_KEYS (the worker's)"
+        )
+    token = environ.get(ENV_TOKEN) or None
+    if token is None and not is_loopback(host):
+        raise StartError(
+            f"--host {host} is not a loopback address: set {ENV_TOKEN} so that only those with"
+            " the token can read the payloads, or serve on 127.0.0.1"
+        )
+    return EncryptionCodec(keyring), token
+
+
+async def serve(host: str, port: int, ui_origin: str) -> int:
+    """Serve until SIGINT or SIGTERM. Returns the exit code."""
+    try:
+        codec, token = prepare(host, os.environ)
+    except (StartError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return 2
+    app = build_app(codec, ui_origin=ui_origin.rstrip("/"), token=token)
+    try:
+        sock = listen(host, port)
+    except OSError as err:
+        print(f"error: cannot listen on {host}:{port}: {err.strerror or err}", file=sys.stderr)
+        return 1
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off")
+    )
+    # Our own handlers: uvicorn's would raise the signal again after shutdown, and the exit code
+    # would no longer be ours.
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
+    key_ids = ", ".join(codec.keyring.ids()) if codec.keyring else ""
+    # The socket listens already: connections made from now on wait in its backlog.
+    print(
+        f"codec server at http://{host}:{sock.getsockname()[1]} (key ids {key_ids};"
+        f" ui origin {ui_origin}; token {'required' if token else 'not required'})",
+        flush=True,
+    )
+    await server.serve(sockets=[sock])
+    return 0
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket (`port` 0: any free port), so the address printed is the real one."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
