@@ -16,6 +16,7 @@ from temporalio.converter import DataConverter, DefaultFailureConverterWithEncod
 from temporalio.envconfig import ClientConfig
 
 from starter.codec import EncryptionCodec, parse_keys
+from workflows.converter import AgentPayloadConverter
 from workflows.names import DEFAULT_TASK_QUEUE
 
 DEFAULT_ADDRESS = "localhost:7233"
@@ -41,10 +42,13 @@ def data_converter(environ: Mapping[str, str] | None = None) -> DataConverter:
     Raises KeyConfigError (a ValueError naming the variable) for a key that cannot be used.
     """
     keyring = parse_keys(os.environ if environ is None else environ)
+    base = dataclasses.replace(
+        pydantic_data_converter, payload_converter_class=AgentPayloadConverter
+    )
     if keyring is None:
-        return dataclasses.replace(pydantic_data_converter, payload_codec=EncryptionCodec(None))
+        return dataclasses.replace(base, payload_codec=EncryptionCodec(None))
     return dataclasses.replace(
-        pydantic_data_converter,
+        base,
         payload_codec=EncryptionCodec(keyring),
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )

@@ -3,10 +3,13 @@ at once with a clear message (instead of a workflow task that fails forever)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
+from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowFailureError
+from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
@@ -59,4 +62,35 @@ async def test_invalid_input_fails_the_run_with_a_clear_error(
     assert cause.type == "InvalidAgentRunInput"
     assert cause.message.startswith("Invalid AgentRunInput: ")
     assert expected in cause.message
+    assert fake.llm_requests == []
+
+
+def _nested_input(depth: int) -> RawValue:
+    """A start input whose options hold a value nested `depth` levels deep, as raw JSON (the
+    client's own converter refuses to write it)."""
+    nested = '{"a":' * depth + '"x"' + "}" * depth
+    text = '{"messages": [{"role": "user", "content": "hi"}], "options": {"x": ' + nested + "}}"
+    return RawValue(Payload(metadata={"encoding": b"json/plain"}, data=text.encode()))
+
+
+@pytest.mark.parametrize("depth", [300, 5_000])
+async def test_deeply_nested_input_fails_the_run_with_a_clear_error(client, task_queue, depth):
+    fake = FakeAgentActivities()
+    async with Worker(
+        client, task_queue=task_queue, workflows=[AgentWorkflow], activities=fake.activities()
+    ):
+        with pytest.raises(WorkflowFailureError) as caught:
+            await asyncio.wait_for(
+                client.execute_workflow(
+                    "AgentWorkflow",
+                    _nested_input(depth),
+                    id=f"agent-{uuid.uuid4()}",
+                    task_queue=task_queue,
+                ),
+                30,
+            )
+    cause = caught.value.cause
+    assert isinstance(cause, ApplicationError)
+    assert cause.type == "InvalidAgentRunInput"
+    assert "nested too deeply" in cause.message
     assert fake.llm_requests == []

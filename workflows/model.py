@@ -336,10 +336,15 @@ class CarriedState(BaseModel):
     """The live stream's retained items and publisher dedup state (a bounded tail)."""
 
 
-def _describe(err: ValidationError) -> str:
-    parts = [
-        f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in err.errors()[:5]
-    ]
+def describe_invalid_input(err: ValidationError) -> str:
+    """What was wrong with a workflow input, in one line (input is never echoed)."""
+    parts = []
+    for e in err.errors()[:5]:
+        where = ".".join(str(p) for p in e["loc"]) or "input"
+        message = e["msg"]
+        if "recursion limit" in message:
+            message = f"nested too deeply ({message})"
+        parts.append(f"{where}: {message}")
     return "; ".join(parts)
 
 
@@ -369,7 +374,7 @@ class AgentRunInput(BaseModel):
             return handler(value)
         except ValidationError as err:
             raise ApplicationError(
-                f"Invalid AgentRunInput: {_describe(err)}",
+                f"Invalid AgentRunInput: {describe_invalid_input(err)}",
                 type="InvalidAgentRunInput",
                 non_retryable=True,
             ) from None

@@ -1,0 +1,35 @@
+"""The payload converter of every client, worker and replayer: pydantic's, plus one rule.
+
+A workflow input that cannot even be read as JSON of the right shape (nested too deeply for the
+JSON parser, say) fails inside the converter, before any model validator runs; the SDK would then
+fail the workflow task again and again ("Failed decoding arguments"). Here any failure to decode
+an `AgentRunInput` becomes the run's own failure, `InvalidAgentRunInput: …`, like every other
+invalid input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.exceptions import ApplicationError
+
+from workflows.model import AgentRunInput, describe_invalid_input
+
+
+class AgentPayloadConverter(PydanticPayloadConverter):
+    def from_payloads(
+        self, payloads: Sequence[Payload], type_hints: list[type] | None = None
+    ) -> list[Any]:
+        try:
+            return super().from_payloads(payloads, type_hints)
+        except (ValidationError, ValueError, RecursionError) as err:
+            if type_hints is None or AgentRunInput not in type_hints:
+                raise
+            detail = describe_invalid_input(err) if isinstance(err, ValidationError) else str(err)
+            raise ApplicationError(
+                f"Invalid AgentRunInput: {detail}", type="InvalidAgentRunInput", non_retryable=True
+            ) from None
