@@ -38,7 +38,7 @@ from activities.llm_reply import (
     required_object,
     strict_json,
 )
-from activities.redaction import Redactor, redact_url
+from activities.redaction import Redactor, redact_logs, redact_url
 from workflows.model import ChatMessage, LlmResponse, ToolSpec
 
 ERROR_TEXT_LIMIT = 1_000
@@ -194,6 +194,7 @@ class OpenAIChatClient:
         self._heartbeat = heartbeat
         self._timeout = timeout or httpx.Timeout(120.0, connect=15.0)
         self._max_tokens = max_tokens
+        redact_logs(self._redactor)
 
     def __repr__(self) -> str:  # never show the key or the URL's credentials
         return (

@@ -80,7 +80,9 @@ def _base_url(environ: Mapping[str, str]) -> str | None:
         raise ValueError(
             f"LLM_BASE_URL must be an http:// or https:// URL, got {redact_url(raw)!r}"
         )
-    return raw.rstrip("/")
+    # A trailing `/` of the path goes (the client adds `/chat/completions`); a query stays as it is.
+    path = parts.path.rstrip("/")
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
 
 
 @dataclass(frozen=True)
