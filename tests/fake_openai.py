@@ -8,9 +8,11 @@ so a worker pointed at it can play the whole story over HTTP. It records every r
 (`requests`, `request_count`), its headers (`headers`) and every client disconnect it saw
 mid-reply (`disconnects`).
 
-It is as strict as llama.cpp's server about the conversation it is sent: a request whose
-assistant message has a tool call with `arguments` that are not the text of a JSON object is
-answered HTTP 500 `{"error": {"message": "Failed to parse tool call arguments as JSON"}}`, counted
+It is as strict as llama.cpp's server about the conversation it is sent, and a little stricter: a
+request whose assistant message has a tool call with `arguments` that are not the text of a JSON
+object is answered HTTP 500 `{"error": {"message": "Failed to parse tool call arguments as
+JSON"}}` (llama.cpp refuses text that is not JSON, `NaN` and lone surrogates included; chat
+templates that iterate over the arguments need an object besides), counted
 in `rejected` (and kept in `rejections` as well as `requests`), and does not use up the queued
 behaviour. Every test
 that talks to it therefore also proves the conversation is one a strict server accepts
