@@ -1,4 +1,4 @@
-"""An OpenAI-compatible chat-completions client on async httpx (SPEC §7), usable without Temporal.
+"""An OpenAI-compatible chat-completions client on async httpx, usable without Temporal.
 
     client = OpenAIChatClient(http, base_url="https://api.openai.com/v1", api_key=key,
                               model="gpt-4o-mini")
@@ -345,10 +345,11 @@ class OpenAIChatClient:
             non_retryable=True,
         )
 
-    def _wrong_shape(self, problem: NotAChatCompletion, raw: str) -> ApplicationError:
+    def _wrong_shape(self, what: str, problem: NotAChatCompletion, raw: str) -> ApplicationError:
         snippet = self._scrub(raw.strip())[:200]
         return ApplicationError(
-            f"LLM provider sent a reply that is not a chat completion ({problem}): {snippet!r}",
+            f"LLM provider sent an unparseable {what} ({problem}): {snippet!r} is JSON, but not"
+            " a chat completion",
             type="LlmBadResponse",
             non_retryable=True,
         )
@@ -369,7 +370,7 @@ class OpenAIChatClient:
         try:
             return read_completion(value)
         except NotAChatCompletion as problem:
-            raise self._wrong_shape(problem, raw) from None
+            raise self._wrong_shape("reply", problem, raw) from None
 
     async def _read_stream(
         self, response: httpx.Response, on_text: Callable[[str], None] | None = None
@@ -398,7 +399,7 @@ class OpenAIChatClient:
                     )
                 assembly.add_chunk(chunk)
             except NotAChatCompletion as problem:
-                raise self._wrong_shape(problem, data) from None
+                raise self._wrong_shape("stream chunk", problem, data) from None
         if done:
             await _read_to_the_end(lines)
         elif not assembly.finished:

@@ -122,7 +122,7 @@ def read_completion(value: Any) -> LlmResponse:
     reply = required_object(value, "the reply")
     choices = _array(reply.get("choices"), "choices")
     if not choices:
-        raise NotAChatCompletion("the reply has no choices")
+        raise NotAChatCompletion("no choices[0].message")
     choice = required_object(choices[0], "choices[0]")
     message = required_object(choice.get("message"), "choices[0].message")
     content = _string(message.get("content"), "choices[0].message.content") or ""

@@ -1,4 +1,4 @@
-"""Worker settings, read from the environment (SPEC §7). Only the worker sees these: the LLM
+"""Worker settings, read from the environment. Only the worker sees these: the LLM
 endpoint and key never enter workflow input, events or history."""
 
 from __future__ import annotations
