@@ -136,6 +136,7 @@ class AgentActivities:
                 stream=settings.llm_stream,
                 heartbeat=heartbeat_now,
                 timeout=httpx.Timeout(settings.llm_timeout_seconds, connect=15.0),
+                max_tokens=settings.llm_max_tokens,
             )
             if settings.llm_base_url
             else None
@@ -173,6 +174,7 @@ class AgentActivities:
                 specs,
                 model=request.model,
                 temperature=request.temperature,
+                max_tokens=request.max_tokens,  # the run's limit; else the worker's
                 on_text=live.add,
             )
 

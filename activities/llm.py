@@ -1,4 +1,4 @@
-"""An OpenAI-compatible chat-completions client on async httpx (SPEC §7), usable without Temporal.
+"""An OpenAI-compatible chat-completions client on async httpx, usable without Temporal.
 
     client = OpenAIChatClient(http, base_url="https://api.openai.com/v1", api_key=key,
                               model="gpt-4o-mini")
@@ -7,9 +7,14 @@
 Streaming (SSE) by default, with tool-call deltas assembled by `index`; a server that answers
 `application/json` instead of an event stream is read as a non-streaming reply. Failures become
 Temporal `ApplicationError`s: retryable for timeouts, connection errors, a stream cut off,
-429 (with `next_retry_delay` from `Retry-After`) and 5xx; non-retryable for other 4xx and for
-bodies that do not parse. There is no retry loop here: Temporal's retry policy does that.
-The API key is sent only in the Authorization header and is scrubbed from every error text.
+429 (with `next_retry_delay` from `Retry-After`) and 5xx; non-retryable for other 4xx, for
+bodies that do not parse and for replies that are not chat completions (`LlmBadResponse`).
+There is no retry loop here: Temporal's retry policy does that.
+
+The API key is sent only in the Authorization header. The key and any credentials in the base
+URL (user info, query) are scrubbed from every error text, the URL is only ever shown redacted,
+and no error carries the HTTP library's own exception as its cause (Temporal would record the
+cause, unscrubbed, in the run's history).
 """
 
 from __future__ import annotations
@@ -18,21 +23,30 @@ import asyncio
 import email.utils
 import json
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 from temporalio.exceptions import ApplicationError
 
-from workflows.model import ChatMessage, LlmResponse, ToolCall, ToolSpec, Usage
+from activities.llm_reply import (
+    NotAChatCompletion,
+    StreamAssembly,
+    read_completion,
+    required_object,
+    strict_json,
+)
+from activities.redaction import Redactor, redact_logs, redact_url
+from workflows.model import ChatMessage, LlmResponse, ToolSpec
 
 ERROR_TEXT_LIMIT = 1_000
 MAX_RETRY_AFTER_SECONDS = 600.0
 AFTER_DONE_SECONDS = 1.0
 """How long a streamed body may take to end after `[DONE]` before its connection is dropped."""
 AFTER_DONE_LINES = 100
+EMPTY_ARGUMENTS = "{}"
 
 
 def _no_heartbeat() -> None:
@@ -42,10 +56,24 @@ def _no_heartbeat() -> None:
 # ---- Request body ----
 
 
-def _arguments_text(arguments: Any) -> str:
-    if isinstance(arguments, str):
-        return arguments
-    return json.dumps(arguments, ensure_ascii=False)
+def request_arguments(arguments: Any) -> str:
+    """Tool-call arguments as a strict server accepts them in a request: a JSON object text.
+
+    What the model sent goes out as it was when it is one. Anything else (a reply cut off at
+    `{"path":`, broken JSON, a bare value) goes out as `{}`: servers that parse the arguments of
+    every earlier call (llama.cpp, vLLM) refuse the whole request otherwise, and would refuse
+    every retry of it. The run's own history keeps the model's text, and the tool message that
+    answered the call already told the model what was wrong with it.
+    """
+    try:
+        value = strict_json(arguments) if isinstance(arguments, str) else arguments
+        if not isinstance(value, dict):
+            return EMPTY_ARGUMENTS
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")  # a lone surrogate (`"\ud800"`) is not valid JSON text either
+    except (ValueError, RecursionError):  # UnicodeEncodeError is a ValueError
+        return EMPTY_ARGUMENTS
+    return arguments if isinstance(arguments, str) else text
 
 
 def to_openai_message(message: ChatMessage) -> dict[str, Any]:
@@ -63,7 +91,7 @@ def to_openai_message(message: ChatMessage) -> dict[str, Any]:
                 {
                     "id": call.id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": _arguments_text(call.arguments)},
+                    "function": {"name": call.name, "arguments": request_arguments(call.arguments)},
                 }
                 for call in message.tool_calls
             ]
@@ -85,6 +113,14 @@ def to_openai_tool(spec: ToolSpec) -> dict[str, Any]:
             "parameters": spec.parameters,
         },
     }
+
+
+def chat_completions_url(base_url: str) -> str:
+    """`{base_url}/chat/completions`, with the base URL's query kept as a query (an endpoint
+    such as `https://host/v1?api-version=2024-06-01` keeps its parameters)."""
+    parts = urllib.parse.urlsplit(base_url)
+    path = parts.path.rstrip("/") + "/chat/completions"
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, ""))
 
 
 # ---- Errors ----
@@ -112,8 +148,8 @@ def retry_after_seconds(value: str | None, now: float | None = None) -> float | 
 def provider_error_text(body: str) -> str:
     """The provider's error message (`{"error": {"message": …}}`), else the body itself."""
     try:
-        value = json.loads(body)
-    except (json.JSONDecodeError, ValueError):
+        value = strict_json(body)
+    except ValueError:
         return body.strip()
     if isinstance(value, dict):
         error = value.get("error")
@@ -128,77 +164,6 @@ def provider_error_text(body: str) -> str:
 
 def _is_retryable_status(status: int) -> bool:
     return status in (408, 409, 425, 429) or status >= 500
-
-
-# ---- Streaming assembly ----
-
-
-@dataclass
-class _PartialCall:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _Assembly:
-    """The assistant message as it arrives in stream chunks."""
-
-    text: list[str] = field(default_factory=list)
-    calls: dict[int, _PartialCall] = field(default_factory=dict)
-    usage: Usage | None = None
-    finished: bool = False
-    on_text: Callable[[str], None] | None = None
-    """Called with each piece of text as it arrives (the live stream)."""
-
-    def add_chunk(self, chunk: dict[str, Any]) -> None:
-        usage = chunk.get("usage")
-        if isinstance(usage, dict):
-            self.usage = _usage(usage)
-        for choice in chunk.get("choices") or []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta") or {}
-            content = delta.get("content")
-            if isinstance(content, str):
-                self.text.append(content)
-                if content and self.on_text is not None:
-                    self.on_text(content)
-            for position, fragment in enumerate(delta.get("tool_calls") or []):
-                index = fragment.get("index", position)
-                partial = self.calls.setdefault(int(index), _PartialCall())
-                if fragment.get("id"):
-                    partial.id = str(fragment["id"])
-                function = fragment.get("function") or {}
-                if function.get("name"):
-                    partial.name += str(function["name"])
-                arguments = function.get("arguments")
-                if isinstance(arguments, str):
-                    partial.arguments.append(arguments)
-                elif arguments is not None:
-                    partial.arguments.append(json.dumps(arguments))
-            if choice.get("finish_reason"):
-                self.finished = True
-
-    def response(self) -> LlmResponse:
-        calls = [
-            ToolCall(id=p.id, name=p.name, arguments="".join(p.arguments))
-            for _, p in sorted(self.calls.items())
-        ]
-        return LlmResponse(
-            message=ChatMessage.assistant("".join(self.text), calls),
-            usage=self.usage or Usage(),
-        )
-
-
-def _usage(value: dict[str, Any]) -> Usage:
-    def number(key: str) -> int:
-        raw = value.get(key)
-        return raw if isinstance(raw, int) else 0
-
-    return Usage(
-        prompt_tokens=number("prompt_tokens"), completion_tokens=number("completion_tokens")
-    )
 
 
 # ---- The client ----
@@ -217,17 +182,25 @@ class OpenAIChatClient:
         stream: bool = True,
         heartbeat: Callable[[], None] = _no_heartbeat,
         timeout: httpx.Timeout | None = None,
+        max_tokens: int | None = None,
     ) -> None:
         self._http = http
-        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._url = chat_completions_url(base_url)
+        self._shown_url = redact_url(self._url)
+        self._redactor = Redactor(api_key, base_url, self._url)
         self._api_key = api_key
         self._model = model
         self._stream = stream
         self._heartbeat = heartbeat
         self._timeout = timeout or httpx.Timeout(120.0, connect=15.0)
+        self._max_tokens = max_tokens
+        redact_logs(self._redactor)
 
-    def __repr__(self) -> str:  # never show the key
-        return f"OpenAIChatClient(url={self._url!r}, model={self._model!r}, stream={self._stream})"
+    def __repr__(self) -> str:  # never show the key or the URL's credentials
+        return (
+            f"OpenAIChatClient(url={self._shown_url!r}, model={self._model!r},"
+            f" stream={self._stream})"
+        )
 
     def request_body(
         self,
@@ -236,7 +209,10 @@ class OpenAIChatClient:
         *,
         model: str | None = None,
         temperature: float | None = None,
+        max_tokens: int | None = None,
     ) -> dict[str, Any]:
+        """The request. `max_tokens` (a run's own limit) wins over the client's default; with
+        neither, none is sent and the server's own limit applies."""
         body: dict[str, Any] = {
             "model": model or self._model,
             "messages": [to_openai_message(m) for m in messages],
@@ -245,6 +221,9 @@ class OpenAIChatClient:
             body["tools"] = [to_openai_tool(t) for t in tools]
         if temperature is not None:
             body["temperature"] = temperature
+        limit = max_tokens if max_tokens is not None else self._max_tokens
+        if limit is not None:
+            body["max_tokens"] = limit
         if self._stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -257,17 +236,26 @@ class OpenAIChatClient:
         *,
         model: str | None = None,
         temperature: float | None = None,
+        max_tokens: int | None = None,
         on_text: Callable[[str], None] | None = None,
     ) -> LlmResponse:
         """One chat completion. `on_text` (optional) gets the reply's text piece by piece as it
         streams in; it must not raise or block. The returned message is the only result."""
-        body = self.request_body(messages, tools, model=model, temperature=temperature)
-        headers = {"Accept": "text/event-stream" if self._stream else "application/json"}
+        body = self.request_body(
+            messages, tools, model=model, temperature=temperature, max_tokens=max_tokens
+        )
+        payload = self._encode(body)
+        headers = {
+            "Accept": "text/event-stream" if self._stream else "application/json",
+            "Content-Type": "application/json",
+        }
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
+        # Every error below is raised `from None`: the HTTP library's exception quotes what it
+        # was sending (a header with the key, the URL) and must not travel as the cause.
         try:
             async with self._http.stream(
-                "POST", self._url, json=body, headers=headers, timeout=self._timeout
+                "POST", self._url, content=payload, headers=headers, timeout=self._timeout
             ) as response:
                 self._heartbeat()
                 if response.status_code >= 400:
@@ -283,28 +271,49 @@ class OpenAIChatClient:
                 return reply
         except httpx.TimeoutException as err:
             raise ApplicationError(
-                f"LLM request timed out ({type(err).__name__}) at {self._url}",
+                f"LLM request timed out ({type(err).__name__}) at {self._shown_url}",
                 type="LlmTimeout",
-            ) from err
+            ) from None
         except httpx.DecodingError as err:
             raise ApplicationError(
                 f"LLM reply could not be decoded ({self._scrub(str(err))})",
                 type="LlmBadResponse",
                 non_retryable=True,
-            ) from err
+            ) from None
+        except (httpx.LocalProtocolError, httpx.UnsupportedProtocol, httpx.InvalidURL) as err:
+            # What we would send is not valid HTTP: the same request can never succeed.
+            raise self._config_error(f"{type(err).__name__}: {self._scrub(str(err))}") from None
+        except UnicodeEncodeError:
+            raise self._config_error("LLM_API_KEY is not ASCII text") from None
         except httpx.RequestError as err:
             raise ApplicationError(
                 f"LLM connection failed ({type(err).__name__}: {self._scrub(str(err))})"
-                f" at {self._url}",
+                f" at {self._shown_url}",
                 type="LlmConnectionError",
-            ) from err
+            ) from None
 
     # -- helpers
 
     def _scrub(self, text: str) -> str:
-        if self._api_key and self._api_key in text:
-            text = text.replace(self._api_key, "[redacted]")
-        return text
+        return self._redactor.scrub(text)
+
+    def _config_error(self, detail: str) -> ApplicationError:
+        return ApplicationError(
+            f"LLM request could not be sent ({detail}) to {self._shown_url}: check LLM_BASE_URL"
+            " and LLM_API_KEY",
+            type="LlmConfigError",
+            non_retryable=True,
+        )
+
+    def _encode(self, body: dict[str, Any]) -> bytes:
+        try:
+            return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except ValueError as err:  # NaN, or text that is not Unicode (a lone surrogate)
+            raise ApplicationError(
+                f"LLM request could not be encoded as JSON ({type(err).__name__})",
+                type="LlmBadRequest",
+                non_retryable=True,
+            ) from None
 
     @staticmethod
     async def _read_bounded(response: httpx.Response) -> str:
@@ -336,46 +345,37 @@ class OpenAIChatClient:
             non_retryable=True,
         )
 
+    def _wrong_shape(self, what: str, problem: NotAChatCompletion, raw: str) -> ApplicationError:
+        snippet = self._scrub(raw.strip())[:200]
+        return ApplicationError(
+            f"LLM provider sent an unparseable {what} ({problem}): {snippet!r} is JSON, but not"
+            " a chat completion",
+            type="LlmBadResponse",
+            non_retryable=True,
+        )
+
     def _parse_json_reply(self, raw: str, status: int, content_type: str) -> LlmResponse:
         try:
-            value = json.loads(raw)
-        except json.JSONDecodeError:
+            value = strict_json(raw)
+        except ValueError:
             raise self._unparseable(
                 f"reply (HTTP {status}, {content_type or 'no content type'})", raw
             ) from None
-        if not isinstance(value, dict):
-            raise self._unparseable(f"reply (HTTP {status})", raw)
-        if "error" in value and not value.get("choices"):
+        if isinstance(value, dict) and "error" in value and not value.get("choices"):
             detail = self._scrub(provider_error_text(raw))[:ERROR_TEXT_LIMIT]
             raise ApplicationError(
                 f"LLM provider answered HTTP {status} with an error: {detail}",
                 type="LlmProviderError",
             )
         try:
-            message = value["choices"][0]["message"]
-            calls = [
-                ToolCall(
-                    id=str(call.get("id") or ""),
-                    name=str(call["function"]["name"]),
-                    arguments=_arguments_text(call["function"].get("arguments") or ""),
-                )
-                for call in message.get("tool_calls") or []
-            ]
-            content = message.get("content") or ""
-            if not isinstance(content, str):
-                raise TypeError("content is not a string")
-        except (KeyError, IndexError, TypeError, AttributeError):
-            raise self._unparseable("reply (no choices[0].message)", raw) from None
-        usage = value.get("usage")
-        return LlmResponse(
-            message=ChatMessage.assistant(content, calls),
-            usage=_usage(usage) if isinstance(usage, dict) else Usage(),
-        )
+            return read_completion(value)
+        except NotAChatCompletion as problem:
+            raise self._wrong_shape("reply", problem, raw) from None
 
     async def _read_stream(
         self, response: httpx.Response, on_text: Callable[[str], None] | None = None
     ) -> LlmResponse:
-        assembly = _Assembly(on_text=on_text)
+        assembly = StreamAssembly(on_text=on_text)
         done = False
         lines = response.aiter_lines()
         async for line in lines:
@@ -387,18 +387,19 @@ class OpenAIChatClient:
                 done = True
                 break
             try:
-                chunk = json.loads(data)
-            except json.JSONDecodeError:
+                chunk = strict_json(data)
+            except ValueError:
                 raise self._unparseable("stream chunk", data) from None
-            if not isinstance(chunk, dict):
-                raise self._unparseable("stream chunk", data)
-            if chunk.get("error"):
-                detail = self._scrub(provider_error_text(data))[:ERROR_TEXT_LIMIT]
-                raise ApplicationError(
-                    f"LLM provider reported an error mid-stream: {detail}",
-                    type="LlmStreamError",
-                )
-            assembly.add_chunk(chunk)
+            try:
+                if required_object(chunk, "the stream chunk").get("error"):
+                    detail = self._scrub(provider_error_text(data))[:ERROR_TEXT_LIMIT]
+                    raise ApplicationError(
+                        f"LLM provider reported an error mid-stream: {detail}",
+                        type="LlmStreamError",
+                    )
+                assembly.add_chunk(chunk)
+            except NotAChatCompletion as problem:
+                raise self._wrong_shape("stream chunk", problem, data) from None
         if done:
             await _read_to_the_end(lines)
         elif not assembly.finished:

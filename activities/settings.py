@@ -1,14 +1,16 @@
-"""Worker settings, read from the environment (SPEC §7). Only the worker sees these: the LLM
+"""Worker settings, read from the environment. Only the worker sees these: the LLM
 endpoint and key never enter workflow input, events or history."""
 
 from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from activities.redaction import redact_url
 from activities.tools.sandbox import SANDBOX_MODES, SandboxMode
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -50,10 +52,65 @@ def _float(environ: Mapping[str, str], key: str, default: float) -> float:
     return value
 
 
+def _positive_int(environ: Mapping[str, str], key: str) -> int | None:
+    raw = (environ.get(key) or "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"{key} must be a positive whole number, got {raw!r}")
+    return value
+
+
+def api_key_problem(key: str) -> str | None:
+    """Why `key` cannot be sent as `Authorization: Bearer <key>`, or None. An HTTP header carries
+    printable ASCII; a key with a line break (a file read with its newline, a pasted
+    continuation) would otherwise fail inside the HTTP library, in errors that quote it. The
+    answer names the kind of character and its position, never the key."""
+    for position, char in enumerate(key, start=1):
+        if "!" <= char <= "~":
+            continue
+        if char in "\r\n":
+            kind = "a line break"
+        elif char.isspace():
+            kind = "white space"
+        elif ord(char) < 32 or ord(char) == 127:
+            kind = "a control character"
+        else:
+            kind = "a non-ASCII character"
+        return (
+            f"LLM_API_KEY has {kind} at position {position} of {len(key)}; an API key is one"
+            " line of printable ASCII (check how it was set)"
+        )
+    return None
+
+
+def _base_url(environ: Mapping[str, str]) -> str | None:
+    raw = (environ.get("LLM_BASE_URL") or "").strip()
+    if not raw:
+        return None
+    try:
+        parts = urllib.parse.urlsplit(raw)
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # e.g. an unclosed `[` of an IPv6 host
+        usable = False
+    if not usable:
+        raise ValueError(
+            f"LLM_BASE_URL must be an http:// or https:// URL, got {redact_url(raw)!r}"
+        )
+    # A trailing `/` of the path goes (the client adds `/chat/completions`); a query stays as it is.
+    path = parts.path.rstrip("/")
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
+
+
 @dataclass(frozen=True)
 class Settings:
-    llm_base_url: str | None
-    """`LLM_BASE_URL`, e.g. `https://api.openai.com/v1`; None: the offline `scripted` model."""
+    llm_base_url: str | None = field(repr=False)
+    """`LLM_BASE_URL`, e.g. `https://api.openai.com/v1`; None: the offline `scripted` model.
+    Not in the repr: it may carry credentials (user info, a query key)."""
     llm_api_key: str | None = field(repr=False)
     """`LLM_API_KEY`; never printed or logged, only sent in the Authorization header."""
     llm_model: str
@@ -69,6 +126,9 @@ class Settings:
     the workspace; default: a `.agent-state` folder next to it."""
     llm_timeout_seconds: float = 120.0
     """`LLM_TIMEOUT_SECONDS`: the longest silence tolerated from the provider (per read)."""
+    llm_max_tokens: int | None = None
+    """`LLM_MAX_TOKENS`: the most tokens a reply may have (sent as `max_tokens`); a run's
+    `options.max_tokens` wins. None: nothing is sent, the server's own limit applies."""
     stream_deltas: bool = True
     """`AGENT_STREAM_DELTAS=false`: `call_llm` does not publish the model's text live (the
     workflow's own events are still on the live stream)."""
@@ -99,8 +159,11 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read the settings; creates the workspace folder when it is missing."""
         env = os.environ if environ is None else environ
-        base_url = (env.get("LLM_BASE_URL") or "").strip() or None
+        base_url = _base_url(env)
         api_key = (env.get("LLM_API_KEY") or "").strip() or None
+        problem = api_key_problem(api_key) if api_key else None
+        if problem:
+            raise ValueError(problem)
         model = (env.get("LLM_MODEL") or "").strip() or DEFAULT_MODEL
         workspace = Path(env.get("AGENT_WORKSPACE") or DEFAULT_WORKSPACE).expanduser().resolve()
         workspace.mkdir(parents=True, exist_ok=True)
@@ -110,7 +173,7 @@ class Settings:
         stream_deltas = (env.get("AGENT_STREAM_DELTAS") or "true").strip().lower() not in _FALSE
         flush_chars = int(_float(env, "AGENT_STREAM_FLUSH_CHARS", 2_000))
         settings = cls(
-            llm_base_url=base_url.rstrip("/") if base_url else None,
+            llm_base_url=base_url,
             llm_api_key=api_key,
             llm_model=model,
             workspace=workspace,
@@ -118,6 +181,7 @@ class Settings:
             llm_stream=stream,
             state_dir=state_dir,
             llm_timeout_seconds=_float(env, "LLM_TIMEOUT_SECONDS", 120.0),
+            llm_max_tokens=_positive_int(env, "LLM_MAX_TOKENS"),
             stream_deltas=stream_deltas,
             stream_flush_seconds=_float(env, "AGENT_STREAM_FLUSH_SECONDS", 1.0),
             stream_flush_chars=max(1, flush_chars),

@@ -5,8 +5,18 @@ for real: streaming (SSE, chunked `data: {...}` lines ending with `data: [DONE]`
 as the request asks. Each request takes the next scripted behaviour from a queue; when the queue
 is empty it answers as the offline `scripted` assistant (`activities.scripted.scripted_reply`),
 so a worker pointed at it can play the whole story over HTTP. It records every request body
-(`requests`), its headers (`headers`) and every client disconnect it saw mid-reply
-(`disconnects`).
+(`requests`, `request_count`), its headers (`headers`) and every client disconnect it saw
+mid-reply (`disconnects`).
+
+It is as strict as llama.cpp's server about the conversation it is sent, and a little stricter: a
+request whose assistant message has a tool call with `arguments` that are not the text of a JSON
+object is answered HTTP 500 `{"error": {"message": "Failed to parse tool call arguments as
+JSON"}}` (llama.cpp refuses text that is not JSON, `NaN` and lone surrogates included; chat
+templates that iterate over the arguments need an object besides), counted
+in `rejected` (and kept in `rejections` as well as `requests`), and does not use up the queued
+behaviour. Every test
+that talks to it therefore also proves the conversation is one a strict server accepts
+(`strict = False` turns the check off).
 
 In-process (a background thread, so it keeps serving while the test's event loop is busy):
 
@@ -24,7 +34,10 @@ In-process (a background thread, so it keeps serving while the test's event loop
         assert fake.requests[0]["messages"][0]["role"] == "user"
 
 Behaviours: `text`, `tool_calls` (several calls stream in parallel, interleaved), `Reply(...,
-force_json=True)` (answers JSON to a streaming request: the client's fallback), `rate_limited`,
+force_json=True)` (answers JSON to a streaming request: the client's fallback), `Reply(...,
+finish_reason="length")` or `cut_short(...)` (a reply stopped at the token limit), `RawStream`
+and `RawJson` (exactly these chunks or this body, e.g. a shape that is no chat completion),
+`rate_limited`,
 `server_error`, `unauthorized`, `HttpError(status, body, headers)`, `Malformed`, `CutOff`
 (stream cut off midway; `abrupt=False` ends the body cleanly but without `[DONE]`), `Slow`
 (N chunks with a delay: use it to test cancellation, then wait for `fake.disconnects`),
@@ -38,8 +51,9 @@ As a subprocess (e.g. for a worker started as its own process):
 
 Any path ending in `/chat/completions` is served (so the base URL may or may not end in `/v1`).
 Over HTTP, `POST /_fake/enqueue` with a JSON list of behaviours (`{"kind": "text", "text":
-"hi"}`, kinds: text, tool_calls, http_error, malformed, cut_off, slow, scripted) queues them,
-and `GET /_fake/requests` returns `{"requests": [...], "disconnects": N}`.
+"hi"}`, kinds: text, tool_calls, reply, http_error, malformed, cut_off, slow, scripted,
+raw_stream, raw_json) queues them, and `GET /_fake/requests` returns `{"requests": [...],
+"disconnects": N, "rejected": N, "counters": {...}}`.
 """
 
 from __future__ import annotations
@@ -54,6 +68,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -84,14 +99,31 @@ class Reply:
     """Stream each tool name in two fragments (the id only in the first)."""
     open_after_done: float = 0.0
     """Seconds the streamed body stays open after `[DONE]` (a misbehaving provider)."""
+    finish_reason: str | None = None
+    """The finish_reason sent; None: `tool_calls` when there are calls, else `stop`."""
+
+    @property
+    def finish(self) -> str:
+        return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
 
 
-def text(content: str, chunk_size: int = 3) -> Reply:
-    return Reply(text=content, chunk_size=chunk_size)
+def text(content: str, chunk_size: int = 3, finish_reason: str | None = None) -> Reply:
+    return Reply(text=content, chunk_size=chunk_size, finish_reason=finish_reason)
 
 
-def tool_calls(*calls: tuple[str, str, str], chunk_size: int = 5, content: str = "") -> Reply:
-    return Reply(text=content, tool_calls=calls, chunk_size=chunk_size)
+def tool_calls(
+    *calls: tuple[str, str, str],
+    chunk_size: int = 5,
+    content: str = "",
+    finish_reason: str | None = None,
+) -> Reply:
+    return Reply(text=content, tool_calls=calls, chunk_size=chunk_size, finish_reason=finish_reason)
+
+
+def cut_short(*calls: tuple[str, str, str], content: str = "", force_json: bool = False) -> Reply:
+    """A reply stopped at the token limit (`finish_reason: "length"`): typically its last call's
+    arguments end mid-JSON, e.g. `{"path":`."""
+    return Reply(text=content, tool_calls=calls, finish_reason="length", force_json=force_json)
 
 
 @dataclass
@@ -148,13 +180,29 @@ class Slow:
 
 
 @dataclass
+class RawStream:
+    """An event stream of exactly these chunks (a str is sent as it is, anything else as JSON),
+    then `[DONE]` when `done`: for replies that are JSON but not chat-completion chunks."""
+
+    chunks: Sequence[Any] = ()
+    done: bool = True
+
+
+@dataclass
+class RawJson:
+    """A 200 `application/json` reply of exactly this value (not necessarily a completion)."""
+
+    body: Any = None
+
+
+@dataclass
 class Scripted:
     """Answer as the offline scripted assistant, from the request's messages and tools."""
 
     chunk_size: int = 8
 
 
-Behaviour = Reply | HttpError | Malformed | CutOff | Slow | Scripted
+Behaviour = Reply | HttpError | Malformed | CutOff | Slow | Scripted | RawStream | RawJson
 
 
 def behaviour_from_json(spec: dict[str, Any]) -> Behaviour:
@@ -173,6 +221,8 @@ def behaviour_from_json(spec: dict[str, Any]) -> Behaviour:
         "cut_off": CutOff,
         "slow": Slow,
         "scripted": Scripted,
+        "raw_stream": RawStream,
+        "raw_json": RawJson,
     }
     return kinds[kind](**spec)
 
@@ -262,8 +312,7 @@ def stream_chunks(reply: Reply) -> list[dict[str, Any]]:
             if step < len(parts):
                 fragment = {"index": index, "function": {"arguments": parts[step]}}
                 chunks.append(_chunk(_delta({"tool_calls": [fragment]})))
-    finish = "tool_calls" if reply.tool_calls else "stop"
-    chunks.append(_chunk(_delta({}, finish)))
+    chunks.append(_chunk(_delta({}, reply.finish)))
     usage = _usage(reply)
     if usage is not None:
         chunks.append(_chunk([], usage))
@@ -286,11 +335,45 @@ def completion_json(reply: Reply) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+                "finish_reason": reply.finish,
             }
         ],
         "usage": _usage(reply),
     }
+
+
+def _json_object_text(value: Any) -> bool:
+    """Whether `value` is the text of a JSON object, read as strictly as llama.cpp's server."""
+    if not isinstance(value, str):
+        return False
+
+    def refuse(name: str) -> Any:
+        raise ValueError(name)
+
+    try:
+        parsed = json.loads(value, parse_constant=refuse)
+        json.dumps(parsed, ensure_ascii=False).encode("utf-8")
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(parsed, dict)
+
+
+def unacceptable_arguments(body: dict[str, Any]) -> list[Any]:
+    """The `arguments` of every assistant tool call in the request that a strict server (one
+    that parses earlier calls' arguments to render its chat template) cannot read."""
+    bad = []
+    for message in body.get("messages") or []:
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") if isinstance(call, dict) else None
+            arguments = function.get("arguments") if isinstance(function, dict) else None
+            if not _json_object_text(arguments):
+                bad.append(arguments)
+    return bad
+
+
+STRICT_REFUSAL = {"error": {"code": 500, "message": "Failed to parse tool call arguments as JSON"}}
 
 
 def scripted_as_reply(body: dict[str, Any], chunk_size: int) -> Reply:
@@ -397,13 +480,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.enqueue(*(behaviour_from_json(s) for s in specs))
             self._send_json(200, {"queued": len(specs)})
             return
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        route = urllib.parse.urlsplit(self.path)
+        if not route.path.rstrip("/").endswith("/chat/completions"):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
+        self.server.note_query(route.query)
         try:
             body = json.loads(raw)
         except json.JSONDecodeError:
             self._send_json(400, {"error": {"message": "request body is not JSON"}})
+            return
+        if self.server.strict and unacceptable_arguments(body):
+            self.server.reject(body, dict(self.headers.items()))
+            self._send_json(500, STRICT_REFUSAL)
             return
         behaviour = self.server.record(body, dict(self.headers.items()))
         try:
@@ -425,6 +514,15 @@ class _Handler(BaseHTTPRequestHandler):
                 self._end_stream()
             else:
                 self._send_json(200, behaviour.body)
+        elif isinstance(behaviour, RawStream):
+            self._start_stream()
+            for item in behaviour.chunks:
+                self._event(item)
+            if behaviour.done:
+                self._event("[DONE]")
+            self._end_stream()
+        elif isinstance(behaviour, RawJson):
+            self._send_json(200, json.dumps(behaviour.body))
         elif isinstance(behaviour, CutOff):
             self._cut_off(behaviour, streaming)
         elif isinstance(behaviour, Slow):
@@ -499,7 +597,12 @@ class FakeOpenAIServer(ThreadingHTTPServer):
         self._lock = threading.Lock()
         self._queue: collections.deque[Behaviour] = collections.deque()
         self.requests: list[dict[str, Any]] = []
+        """Every request received, in order (strictly refused ones too)."""
         self.headers: list[dict[str, str]] = []
+        self.rejections: list[dict[str, Any]] = []
+        self.queries: list[str] = []
+        """The query string of every chat-completions request (an endpoint may carry one)."""
+        self.strict = True
         self.counters: collections.Counter[str] = collections.Counter()
         self.default: Behaviour = Scripted()
 
@@ -521,6 +624,25 @@ class FakeOpenAIServer(ThreadingHTTPServer):
         with self._lock:
             return self.counters["disconnects"]
 
+    @property
+    def request_count(self) -> int:
+        """Requests received, refused ones included (a retried call counts each attempt)."""
+        with self._lock:
+            return len(self.requests)
+
+    @property
+    def rejected(self) -> int:
+        """Requests refused because a tool call's arguments were not a JSON object."""
+        with self._lock:
+            return len(self.rejections)
+
+    def reject(self, body: dict[str, Any], headers: dict[str, str]) -> None:
+        """Record a request refused by the strict check; the queue is left as it is."""
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            self.rejections.append(body)
+
     def enqueue(self, *behaviours: Behaviour) -> None:
         with self._lock:
             self._queue.extend(behaviours)
@@ -530,6 +652,10 @@ class FakeOpenAIServer(ThreadingHTTPServer):
             self.requests.append(body)
             self.headers.append(headers)
             return self._queue.popleft() if self._queue else self.default
+
+    def note_query(self, query: str) -> None:
+        with self._lock:
+            self.queries.append(query)
 
     def note(self, counter: str) -> None:
         with self._lock:
@@ -550,6 +676,7 @@ class FakeOpenAIServer(ThreadingHTTPServer):
             return {
                 "requests": list(self.requests),
                 "disconnects": self.counters["disconnects"],
+                "rejected": len(self.rejections),
                 "counters": dict(self.counters),
             }
 
