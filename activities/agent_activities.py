@@ -30,6 +30,7 @@ from activities.settings import Settings
 from activities.streaming import DeltaPublisher
 from activities.tools import ToolError, ToolRegistry
 from workflows import names
+from workflows.bounds import TOOL_CONTENT_CHARS
 from workflows.model import ChatMessage, LlmRequest, LlmResponse, ToolRequest, ToolSpec
 from workflows.reconstruction import (
     bound_text,
@@ -41,8 +42,7 @@ from workflows.reconstruction import (
     tool_output_message,
 )
 
-TOOL_CONTENT_LIMIT = 16_000
-"""A tool result is at most this many characters (the same bound as the workflow's)."""
+TOOL_CONTENT_LIMIT = TOOL_CONTENT_CHARS
 
 
 def interrupted_message(call_id: str) -> str:

@@ -5,8 +5,10 @@
 
 It starts its own Temporal dev server (the `temporal` binary of the virtual environment), runs
 each scenario with AgentWorkflow and the fake activities of `tests/fakes.py`, and writes
-`tests/histories/<scenario>.json`. Re-record after an intended change to the workflow; an
-unintended change is what the replay test is there to catch.
+`tests/histories/<release>/<scenario>.json` for the scenarios not recorded yet for this release.
+Recordings are never rewritten: each release's histories stay as they are and must keep
+replaying; an intended change to the workflow's commands goes behind `workflow.patched`, and new
+behaviour adds new scenarios.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from workflows import names
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
+    AgentStatus,
     ChatMessage,
     StreamDelta,
     ToolApprovalResponse,
@@ -44,6 +47,10 @@ from workflows.model import (
 )
 
 HISTORIES = Path(__file__).parent / "histories"
+RELEASE = "0.2"
+"""New recordings go to `histories/<RELEASE>/`. Recorded histories are never rewritten: runs
+already in flight replay against them (the first release's are the files directly in
+`histories/`); an existing recording is kept, a new scenario adds a file."""
 FAST_HEARTBEATS: dict[str, Any] = dict(heartbeat_tuning())
 
 Handle = WorkflowHandle[Any, Any]
@@ -273,6 +280,66 @@ async def continue_as_new(client: Client, queue: str) -> Handle:
     return handle
 
 
+async def reused_ids(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(
+        replies=[
+            calls(("call_0", "run_command", '{"command": "echo one"}')),
+            calls(("call_0", "run_command", '{"command": "echo two"}')),
+            text("both ran"),
+        ]
+    )
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.signal("tool_approval", {"call_id": "call_0", "approved": True})
+        await wait_until(lambda: _pending_is(handle, "call_0#2"))
+        await handle.signal("tool_approval", {"call_id": "call_0", "approved": True})  # stale
+        await handle.signal("tool_approval", {"call_id": "call_0#2", "approved": True})
+        await handle.result()
+    return handle
+
+
+async def _pending_is(handle: Handle, call_id: str) -> bool:
+    status = await handle.query("status", result_type=AgentStatus)
+    return [c.id for c in status.pending_approvals] == [call_id]
+
+
+async def forged_publish(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(
+        replies=[calls(("call_1", "delete_path", '{"path": "logs"}')), text("deleted")]
+    )
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await wait_for_phase(handle, "awaiting_approval")
+        publish = "__temporal_workflow_stream_publish"
+        await handle.signal(publish, {"items": [{"topic": "events", "data": "abc"}]})
+        await handle.signal(publish, {"items": [{"topic": "deltas", "data": "abc"}]})
+        await handle.signal(publish, {"items": 5})
+        await handle.signal("tool_approval", {"call_id": "call_1", "approved": True})
+        await handle.result()
+    return handle
+
+
+async def cut_off_reply(client: Client, queue: str) -> Handle:
+    cut = calls(
+        ("call_1", "list_dir", '{"path": "."}'), ("call_2", "run_command", '{"command": "rm')
+    ).model_copy(update={"finish_reason": "length"})
+    fake = FakeAgentActivities(replies=[cut, text("listed")])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await handle.result()
+    return handle
+
+
+async def too_many_calls(client: Client, queue: str) -> Handle:
+    many = calls(*((f"c{i}", "list_dir", '{"path": "."}') for i in range(70)))
+    fake = FakeAgentActivities(replies=[many, text("listed")])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "approve": approve,
     "reject": reject,
@@ -290,6 +357,10 @@ SCENARIOS: dict[str, Scenario] = {
     "session": session,
     "live_follower": live_follower,
     "continue_as_new": continue_as_new,
+    "reused_ids": reused_ids,
+    "forged_publish": forged_publish,
+    "cut_off_reply": cut_off_reply,
+    "too_many_calls": too_many_calls,
 }
 
 
@@ -303,8 +374,12 @@ async def record(selected: list[str]) -> None:
     )
     try:
         await ensure_search_attributes(env.client)
-        HISTORIES.mkdir(exist_ok=True)
+        folder = HISTORIES / RELEASE
+        folder.mkdir(parents=True, exist_ok=True)
         for name in selected:
+            if any(folder.glob(f"{name}.json")) or any(folder.glob(f"{name}.*.json")):
+                print(f"{folder / name}: already recorded for {RELEASE}; kept as it is")
+                continue
             handle = await SCENARIOS[name](env.client, f"record-{name}-{uuid.uuid4()}")
             runs = [w.run_id async for w in env.client.list_workflows(f'WorkflowId="{handle.id}"')]
             for generation, run_id in enumerate(reversed(runs)):
@@ -312,7 +387,7 @@ async def record(selected: list[str]) -> None:
                     handle.id, run_id=run_id
                 ).fetch_history()
                 suffix = f".{generation}" if len(runs) > 1 else ""
-                path = HISTORIES / f"{name}{suffix}.json"
+                path = folder / f"{name}{suffix}.json"
                 path.write_text(history.to_json())
                 print(f"{path}: {len(history.events)} events")
     finally:

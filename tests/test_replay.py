@@ -1,6 +1,7 @@
-"""Replay every recorded history (tests/histories/*.json) against the current AgentWorkflow:
-a change that breaks determinism for runs already in flight fails here. Re-record after an
-intended change with `python -m tests.record_histories`."""
+"""Replay every recorded history (tests/histories/**/*.json) against the current AgentWorkflow:
+a change that breaks determinism for runs already in flight fails here. Recordings are never
+rewritten: an intended change to the workflow's commands goes behind `workflow.patched`, and new
+behaviour is recorded as a new scenario (`python -m tests.record_histories`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from starter.connect import data_converter
 from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunResult, ToolSpec
 
-HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("**/*.json"))
+"""Every release's recordings: the first release's directly in `histories/`, later ones in
+`histories/<release>/`."""
 EXPECTED = {
     "approve",
     "reject",
@@ -36,6 +39,18 @@ EXPECTED = {
     "live_follower",
     "continue_as_new.0",
     "continue_as_new.1",
+    # The second release: the hardened loop (`workflow.patched("hardened-loop-1")`) and the
+    # one-object state handed over at continue-as-new.
+    "0.2/approve",
+    "0.2/mixed",
+    "0.2/session",
+    "0.2/live_follower",
+    "0.2/continue_as_new.0",
+    "0.2/continue_as_new.1",
+    "0.2/reused_ids",
+    "0.2/forged_publish",
+    "0.2/cut_off_reply",
+    "0.2/too_many_calls",
 }
 
 
@@ -44,10 +59,14 @@ def load(path: Path) -> WorkflowHistory:
 
 
 def test_all_scenarios_are_recorded():
-    assert {p.stem for p in HISTORIES} >= EXPECTED
+    assert {_name(p) for p in HISTORIES} >= EXPECTED
 
 
-@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+def _name(path: Path) -> str:
+    return path.relative_to(Path(__file__).parent / "histories").with_suffix("").as_posix()
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[_name(p) for p in HISTORIES])
 async def test_replay(path):
     history = load(path)
     assert len(json.loads(path.read_text())["events"]) > 5

@@ -20,7 +20,7 @@ from temporalio.contrib.workflow_streams import PollInput, PollResult
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, status, wait_for_phase, wait_until, worker_for
 from tests.test_temporal_cli import Cli
-from workflows.agent import MAX_STREAM_POLLERS, STREAM_POLL_UPDATE, STREAM_PUBLISH_SIGNAL
+from workflows.live_stream import MAX_STREAM_POLLERS, STREAM_POLL_UPDATE, STREAM_PUBLISH_SIGNAL
 from workflows.model import AgentRunInput, LlmResponse, StreamDelta
 
 PUBLISH = STREAM_PUBLISH_SIGNAL

@@ -20,6 +20,8 @@ most ~200 KB of carried events and ~128 KB of stream state) and the result."""
 RESULT_BUDGET_BYTES = 1_800_000
 """The workflow's result never exceeds this (a safety net: the conversation bound keeps it
 smaller already)."""
+TOOL_CONTENT_CHARS = 16_000
+"""A tool message carries at most this many characters (the tools bound their output too)."""
 MAX_CALL_ID_CHARS = 128
 """A model's call id longer than this is replaced by a generated one."""
 MAX_APPROVER_CHARS = 200

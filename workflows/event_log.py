@@ -1,4 +1,4 @@
-"""The run's ordered event log (the seed's AgentResponseUpdate stream), kept bounded.
+"""The run's ordered event log (what clients follow as progress), kept bounded.
 
 Pure: the workflow owns one, queries read it, continue-as-new carries its tail. Sequence numbers
 start at 0, have no gaps, and continue across generations.
@@ -7,12 +7,14 @@ start at 0, have no gaps, and continue across generations.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeVar
 
 from workflows.model import (
     AgentEvent,
+    AgentState,
     ApprovalEvent,
     AwaitingApprovalEvent,
+    BaseEvent,
     ErrorEvent,
     TextDeltaEvent,
     ToolCallEvent,
@@ -69,34 +71,43 @@ def _short_arguments(arguments: Any, limit: int) -> Any:
     return arguments if len(text) <= limit else preview(text, limit)
 
 
+E = TypeVar("E", bound=BaseEvent)
+
+
 class EventLog:
-    def __init__(self, events: list[AgentEvent] | None = None, next_seq: int = 0) -> None:
-        self._events: list[AgentEvent] = list(events or [])
-        self._next_seq = next_seq
+    """The log over a run's state: events go into `state.events`, numbered from `state.next_seq`
+    (so continue-as-new hands both over as part of the one state object)."""
+
+    def __init__(self, state: AgentState) -> None:
+        self._state = state
 
     @property
     def next_seq(self) -> int:
-        return self._next_seq
+        return self._state.next_seq
 
-    def emit(self, event_type: type[Any], round: int, **fields: Any) -> AgentEvent:
-        event: AgentEvent = event_type(seq=self._next_seq, round=round, **fields)
-        self._next_seq += 1
-        self._events.append(event)
-        return event
+    def emit(self, event: E) -> E:
+        """Number `event` (built without `seq`/`round`), stamp it with the run's round, keep it."""
+        numbered = event.model_copy(
+            update={"seq": self._state.next_seq, "round": self._state.round}
+        )
+        self._state.next_seq += 1
+        self._state.events.append(numbered)  # type: ignore[arg-type]
+        return numbered
 
     def after(self, seq: int) -> list[AgentEvent]:
         """The retained events with `seq > after`, in order."""
-        if not self._events:
+        events = self._state.events
+        if not events:
             return []
-        first = self._events[0].seq
-        return self._events[max(0, seq + 1 - first) :]
+        first = events[0].seq
+        return events[max(0, seq + 1 - first) :]
 
     def all(self) -> list[AgentEvent]:
-        return list(self._events)
+        return list(self._state.events)
 
     def carry(self) -> list[AgentEvent]:
         """The tail a new generation keeps: the last CARRIED_EVENTS events, texts cut if needed."""
-        tail = self._events[-CARRIED_EVENTS:]
+        tail = self._state.events[-CARRIED_EVENTS:]
         size = sum(len(event.model_dump_json().encode()) for event in tail)
         if size <= CARRIED_BYTES_BUDGET:
             return tail

@@ -148,17 +148,20 @@ class ApprovalRecord(BaseModel):
 # ---- Events (the seed's AgentResponseUpdate stream) ----
 
 
-class _Event(BaseModel):
-    seq: int
-    round: int
+class BaseEvent(BaseModel):
+    seq: int = -1
+    """The event's number in the run: 0, 1, 2, … with no gaps, across generations. Set by the
+    event log when the event is emitted."""
+    round: int = -1
+    """The round the event belongs to (set by the event log)."""
 
 
-class TextDeltaEvent(_Event):
+class TextDeltaEvent(BaseEvent):
     type: Literal["text_delta"] = "text_delta"
     delta: str
 
 
-class ToolCallEvent(_Event):
+class ToolCallEvent(BaseEvent):
     type: Literal["tool_call"] = "tool_call"
     call_id: str
     name: str
@@ -166,12 +169,12 @@ class ToolCallEvent(_Event):
     requires_approval: bool
 
 
-class AwaitingApprovalEvent(_Event):
+class AwaitingApprovalEvent(BaseEvent):
     type: Literal["awaiting_approval"] = "awaiting_approval"
     pending: list[ToolCall]
 
 
-class ApprovalEvent(_Event):
+class ApprovalEvent(BaseEvent):
     type: Literal["approval"] = "approval"
     call_id: str
     approved: bool
@@ -180,24 +183,24 @@ class ApprovalEvent(_Event):
     at: datetime
 
 
-class ToolResultEvent(_Event):
+class ToolResultEvent(BaseEvent):
     type: Literal["tool_result"] = "tool_result"
     call_id: str
     name: str
     content: str
 
 
-class WarningEvent(_Event):
+class WarningEvent(BaseEvent):
     type: Literal["warning"] = "warning"
     message: str
 
 
-class ErrorEvent(_Event):
+class ErrorEvent(BaseEvent):
     type: Literal["error"] = "error"
     message: str
 
 
-class FinishedEvent(_Event):
+class FinishedEvent(BaseEvent):
     type: Literal["finished"] = "finished"
     finish_reason: FinishReason
 
@@ -313,7 +316,8 @@ class ToolRequest(BaseModel):
 
 
 class CarriedState(BaseModel):
-    """Everything a continue-as-new generation hands to the next, besides the messages."""
+    """The first release's continue-as-new hand-over (besides the messages). New generations get
+    an `AgentState`; this is still read so that runs continued by the first release go on."""
 
     round: int
     generation: int
@@ -336,6 +340,49 @@ class CarriedState(BaseModel):
     """The live stream's retained items and publisher dedup state (a bounded tail)."""
 
 
+class ApprovalWait(BaseModel):
+    """An announced approval wait: its `awaiting_approval` event was emitted at `since`."""
+
+    since: datetime
+    deadline: datetime | None = None
+    """When the approval timeout fires (workflow time), or None: wait forever."""
+
+
+class SessionWait(BaseModel):
+    """A session (`keep_alive`) between turns, waiting for its next message."""
+
+    idle_deadline: datetime | None = None
+    """When the session ends without a message (workflow time), or None: never."""
+
+
+class AgentState(BaseModel):
+    """Everything a run remembers, in one object: the workflow holds it and hands it to the
+    next generation as it is at continue-as-new (a new field is added here and nowhere else)."""
+
+    messages: list[ChatMessage]
+    options: AgentRunOptions
+    round: int = 0
+    generation: int = 0
+    events: list[AgentEvent] = Field(default_factory=list)
+    """The retained tail of the event log (at least the last 1,000 events)."""
+    next_seq: int = 0
+    answers: dict[str, ApprovalRecord] = Field(default_factory=dict)
+    """Answers recorded for the pending calls, by call id (cleared when the batch runs)."""
+    approval_wait: ApprovalWait | None = None
+    session_wait: SessionWait | None = None
+    cancel: CancelRequest | None = None
+    held_messages: list[ChatMessage] = Field(default_factory=list)
+    """User messages that arrived while calls were pending: appended after their tool messages."""
+    usage: Usage = Field(default_factory=Usage)
+    tool_specs: list[ToolSpec] | None = None
+    """The worker's tools, read once per run (None until `list_tools` answered)."""
+    seed_mode: bool = False
+    """Answers given at start (`tool_approval_responses`) apply at the first iteration: a call
+    that needs approval and has none is then denied instead of waited for."""
+    stream: WorkflowStreamState | None = None
+    """The live stream's retained tail and publisher dedup state (set at continue-as-new)."""
+
+
 def describe_invalid_input(err: ValidationError) -> str:
     """What was wrong with a workflow input, in one line (input is never echoed)."""
     parts = []
@@ -353,8 +400,11 @@ class AgentRunInput(BaseModel):
 
     messages: list[ChatMessage]
     options: AgentRunOptions = Field(default_factory=AgentRunOptions)
+    state: AgentState | None = None
+    """Set only by the workflow itself when it continues as new (then `messages` is empty and
+    the conversation is in the state)."""
     continued: CarriedState | None = None
-    """Set only by the workflow itself when it continues as new."""
+    """The hand-over of runs continued by the first release, still read so they go on."""
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,37 @@
+"""What people see of a run without reading code: the inbox's search attributes (`AgentStatus`,
+`AgentPendingApprovals`, so runs waiting for a person are findable across the cluster) and the
+run's current details in the Temporal UI."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+from workflows import names
+from workflows.bounds import arguments_text
+from workflows.event_log import preview
+from workflows.model import Phase, ToolCall
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self._published: tuple[str, int] | None = None
+
+    def show(self, phase: Phase, details: str, pending: int = 0) -> None:
+        """Set the current details, and the search attributes when they changed (an upsert is a
+        command in history: only changes are written)."""
+        workflow.set_current_details(details)
+        if self._published != (phase, pending):
+            self._published = (phase, pending)
+            workflow.upsert_search_attributes(
+                [
+                    names.AGENT_STATUS.value_set(phase),
+                    names.AGENT_PENDING_APPROVALS.value_set(pending),
+                ]
+            )
+
+
+def describe_waiting(round_: int, waiting: list[ToolCall]) -> str:
+    lines = [f"round {round_}: awaiting approval of {len(waiting)} call(s)"]
+    for call in waiting:
+        lines.append(f"- {call.id}: {call.name} {preview(arguments_text(call.arguments), 200)}")
+    return "\n".join(lines)
