@@ -113,7 +113,8 @@ def fit_messages(messages: Sequence[ChatMessage], budget: int) -> tuple[list[Cha
         if len(message.content) <= MIN_TOOL_SHARE_CHARS:
             break
         excess = total - budget
-        keep = max(MIN_TOOL_SHARE_CHARS, len(message.content) - excess)
+        # Bytes, not characters: leave room for the marker's non-ASCII ellipsis.
+        keep = max(MIN_TOOL_SHARE_CHARS, len(message.content) - excess - 8)
         shorter = message.model_copy(update={"content": _cut(message.content, keep)})
         total += json_bytes(shorter) - sizes[index]
         sizes[index] = json_bytes(shorter)
