@@ -23,7 +23,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeat import heartbeat_now, heartbeating
+from activities.heartbeat import heartbeating
 from activities.llm import OpenAIChatClient
 from activities.scripted import scripted_reply
 from activities.settings import Settings
@@ -134,7 +134,6 @@ class AgentActivities:
                 settings.llm_api_key,
                 settings.llm_model,
                 stream=settings.llm_stream,
-                heartbeat=heartbeat_now,
                 timeout=httpx.Timeout(settings.llm_timeout_seconds, connect=15.0),
                 max_tokens=settings.llm_max_tokens,
             )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 from collections.abc import AsyncIterator
 
 from temporalio import activity
@@ -14,16 +13,6 @@ HEARTBEAT_INTERVAL_SECONDS = 0.5
 """Local heartbeat calls are cheap: the SDK throttles what reaches the server (the worker sets
 `max_heartbeat_throttle_interval`), and a cancellation arrives with the next one sent, so this
 bounds how fast an immediate cancel reaches a waiting activity."""
-
-
-_beating: contextvars.ContextVar[bool] = contextvars.ContextVar("beating", default=False)
-
-
-def heartbeat_now() -> None:
-    """Heartbeat if running inside an activity (no-op elsewhere, e.g. in plain unit tests, and
-    inside a `heartbeating()` block, whose background task already beats)."""
-    if activity.in_activity() and not _beating.get():
-        activity.heartbeat()
 
 
 @contextlib.asynccontextmanager
@@ -43,11 +32,9 @@ async def heartbeating(interval: float = HEARTBEAT_INTERVAL_SECONDS) -> AsyncIte
             activity.heartbeat()
 
     task = asyncio.create_task(beat())
-    token = _beating.set(True)
     try:
         yield
     finally:
-        _beating.reset(token)
         # Not awaited: the task stops at its next await, and awaiting it here could swallow a
         # cancellation aimed at the activity itself.
         task.cancel()

@@ -168,8 +168,3 @@ class DeltaPublisher:
             if self._failures >= MAX_FAILURES:
                 logger.warning("live text for %s stopped for this call", self._workflow_id)
                 self._enabled = False
-
-
-def chunks(text: str, size: int = 24) -> list[str]:
-    """`text` in pieces of `size` characters (the scripted provider's "stream")."""
-    return [text[i : i + size] for i in range(0, len(text), size)]

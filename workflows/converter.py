@@ -17,7 +17,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.exceptions import ApplicationError
 
-from workflows.model import AgentRunInput, describe_invalid_input
+from workflows.model import AgentRunInput, describe_validation
 
 
 class AgentPayloadConverter(PydanticPayloadConverter):
@@ -29,7 +29,7 @@ class AgentPayloadConverter(PydanticPayloadConverter):
         except (ValidationError, ValueError, RecursionError) as err:
             if type_hints is None or AgentRunInput not in type_hints:
                 raise
-            detail = describe_invalid_input(err) if isinstance(err, ValidationError) else str(err)
+            detail = describe_validation(err) if isinstance(err, ValidationError) else str(err)
             raise ApplicationError(
                 f"Invalid AgentRunInput: {detail}", type="InvalidAgentRunInput", non_retryable=True
             ) from None

@@ -10,7 +10,13 @@ from typing import Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from workflows.bounds import MAX_APPROVER_CHARS, shown
-from workflows.model import CancelRequest, ChatMessage, ToolApprovalResponse, UserMessageInput
+from workflows.model import (
+    CancelRequest,
+    ChatMessage,
+    ToolApprovalResponse,
+    UserMessageInput,
+    describe_validation,
+)
 
 MAX_REASON_CHARS = 2_000
 MAX_USER_MESSAGE_CHARS = 100_000
@@ -28,16 +34,7 @@ class Parsed(Generic[T]):
 
 def describe(err: ValidationError) -> str:
     """A one-line description of what was wrong, for a warning a person can act on."""
-    parts = []
-    for item in err.errors()[:5]:
-        where = ".".join(str(p) for p in item["loc"]) or "payload"
-        got = item.get("input")
-        shown = repr(got)
-        if len(shown) > 60:
-            shown = shown[:57] + "..."
-        parts.append(f"{where}: {item['msg']} (got {shown})")
-    more = len(err.errors()) - 5
-    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+    return describe_validation(err, where="payload", echo=True)
 
 
 def _validate(

@@ -383,16 +383,22 @@ class AgentState(BaseModel):
     """The live stream's retained tail and publisher dedup state (set at continue-as-new)."""
 
 
-def describe_invalid_input(err: ValidationError) -> str:
-    """What was wrong with a workflow input, in one line (input is never echoed)."""
+def describe_validation(err: ValidationError, *, where: str = "input", echo: bool = False) -> str:
+    """What was wrong, in one line a person can act on: at most five problems, each with where it
+    is; with `echo`, a short preview of the value that was wrong (never for a workflow input,
+    which may be huge or private)."""
     parts = []
-    for e in err.errors()[:5]:
-        where = ".".join(str(p) for p in e["loc"]) or "input"
-        message = e["msg"]
+    for item in err.errors()[:5]:
+        place = ".".join(str(p) for p in item["loc"]) or where
+        message = item["msg"]
         if "recursion limit" in message:
             message = f"nested too deeply ({message})"
-        parts.append(f"{where}: {message}")
-    return "; ".join(parts)
+        if echo:
+            shown = repr(item.get("input"))
+            message += f" (got {shown if len(shown) <= 60 else shown[:57] + '...'})"
+        parts.append(f"{place}: {message}")
+    more = len(err.errors()) - 5
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
 class AgentRunInput(BaseModel):
@@ -424,7 +430,7 @@ class AgentRunInput(BaseModel):
             return handler(value)
         except ValidationError as err:
             raise ApplicationError(
-                f"Invalid AgentRunInput: {describe_invalid_input(err)}",
+                f"Invalid AgentRunInput: {describe_validation(err)}",
                 type="InvalidAgentRunInput",
                 non_retryable=True,
             ) from None
