@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from workflows.bounds import arguments_text
 from workflows.model import ChatMessage, LlmResponse, ToolCall, Usage
 from workflows.reconstruction import parse_arguments
 
@@ -83,7 +84,7 @@ def _estimate_tokens(text: str) -> int:
 
 def _message_chars(message: ChatMessage) -> str:
     calls = "".join(
-        c.name + (c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments))
+        c.name + arguments_text(c.arguments)
         for c in message.tool_calls or []
     )
     return message.content + calls
