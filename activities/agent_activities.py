@@ -1,4 +1,4 @@
-"""The activities of SPEC §7: `list_tools`, `call_llm`, `execute_tool`.
+"""The activities: `list_tools`, `call_llm`, `execute_tool`.
 
 Everything they depend on is injected (the Temporal client, the settings, the tool registry,
 the httpx client), so the worker wires them once and tests build them with real parts.

@@ -1,6 +1,6 @@
 """The `scripted` model: a deterministic, rule-based file-manager assistant that needs no network.
 
-It is NOT a language model. It plays the seed's story (list the workspace, ask to delete a
+It is NOT a language model. It plays the file-manager story (list the workspace, ask to delete a
 folder, hear back an approval or a rejection, report) so that the demo and the tests run offline.
 It only looks at the conversation since the last user message:
 
@@ -83,10 +83,7 @@ def _estimate_tokens(text: str) -> int:
 
 
 def _message_chars(message: ChatMessage) -> str:
-    calls = "".join(
-        c.name + arguments_text(c.arguments)
-        for c in message.tool_calls or []
-    )
+    calls = "".join(c.name + arguments_text(c.arguments) for c in message.tool_calls or [])
     return message.content + calls
 
 

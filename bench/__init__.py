@@ -1,4 +1,4 @@
-"""The agent benchmark (issue 6): `python -m bench` (full) and `python -m bench --quick` (CI).
+"""The agent benchmark: `python -m bench` (full) and `python -m bench --quick` (CI).
 
 Every figure is a ratio against a floor measured in the same run, with the measured and the floor
 runs interleaved, because absolute times on a shared 2-core machine drift. Importing this package

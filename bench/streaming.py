@@ -1,4 +1,4 @@
-"""`python -m bench.streaming`: what live streaming costs and how live it is (issue 7).
+"""`python -m bench.streaming`: what live streaming costs and how live it is.
 
 One round of a typical reply (500 tokens of 4 characters = 2,000 characters, streamed by a local
 OpenAI-compatible server at a steady rate), through the real AgentWorkflow and AgentActivities on

@@ -1,4 +1,4 @@
-"""Approval timeouts are durable timers (SPEC §4, §9): one hour passes in seconds on the real
+"""Approval timeouts are durable timers: one hour passes in seconds on the real
 time-skipping test server, with both policies."""
 
 from __future__ import annotations

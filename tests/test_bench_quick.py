@@ -1,4 +1,4 @@
-"""CI guard for the benchmark (issue 6): `python -m bench --quick` must keep running and report
+"""CI guard for the benchmark: `python -m bench --quick` must keep running and report
 every figure with numbers. Targets are deliberately not asserted: timings on shared CI machines
 are not a pass/fail signal, the table is."""
 

@@ -1,10 +1,10 @@
-"""Cancellation against a real model connection (SPEC §9, issue 4): the production worker
+"""Cancellation against a real model connection: the production worker
 (`worker.run_worker`), the real `call_llm` over httpx, and an OpenAI-compatible server on
 127.0.0.1 that streams for a minute.
 
 - `cancel {"immediate": true}` reaches the in-flight activity through its heartbeats, the HTTP
   stream is closed (the server sees the disconnect), and the run ends `cancelled` at once;
-- a plain `cancel` keeps the seed's semantics: the model's answer is awaited, no tool runs.
+- a plain `cancel` keeps its between-iterations semantics: the model's answer is awaited, no tool runs.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """End to end, every piece its own process: the real `python worker.py` (pointed at the session
 dev server and, over HTTP, at the fake OpenAI-compatible server `python -m tests.fake_openai`),
-and the seed's story driven through `python -m starter` commands: an approval (logs deleted), a
+and the file-manager story driven through `python -m starter` commands: an approval (logs deleted), a
 rejection (the reason reaches the model's reply, nothing deleted) and a cancellation.
 """
 

@@ -1,4 +1,4 @@
-"""Unit tests of the strict intake of signal/update payloads (SPEC §6): no Temporal involved."""
+"""Unit tests of the strict intake of signal/update payloads: no Temporal involved."""
 
 from __future__ import annotations
 

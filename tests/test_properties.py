@@ -1,5 +1,5 @@
 """Property tests of the ordering invariant and of "never run a call twice, never run a rejected
-call" (SPEC §5): a fast pure one on the reconstruction functions, and one that drives the REAL
+call": a fast pure one on the reconstruction functions, and one that drives the REAL
 AgentWorkflow on the dev server with random tool-call batches and random interleavings of
 answers (approve, reject, duplicate, unknown ids), cancels and user messages."""
 

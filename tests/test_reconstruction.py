@@ -1,4 +1,4 @@
-"""Unit tests of the pure resume-by-reconstruction functions (SPEC §5): no Temporal involved."""
+"""Unit tests of the pure resume-by-reconstruction functions: no Temporal involved."""
 
 from __future__ import annotations
 
@@ -315,7 +315,7 @@ def test_invariant_open_tail():
     [
         # wrong order
         [ChatMessage.assistant("", [call("a"), call("b")]), tool("b"), tool("a")],
-        # user message between calls and results (the seed's bug)
+        # user message between calls and results (the bug of the design this loop comes from)
         [
             ChatMessage.assistant("", [call("a")]),
             ChatMessage.user("x"),

@@ -1,4 +1,4 @@
-"""Live streaming (issue 7): the workflow's events and the model's text on the run's workflow
+"""Live streaming: the workflow's events and the model's text on the run's workflow
 stream, followed with `starter.live.follow`, on the real dev server with the real AgentActivities
 against the local OpenAI-compatible server (tests/fake_openai.py) streaming slowly."""
 

@@ -1,4 +1,4 @@
-"""Drive runs ONLY through the `temporal` CLI (the user contract of SPEC §3), with an in-process
+"""Drive runs ONLY through the `temporal` CLI (the user contract of docs/interface.md), with an in-process
 worker running AgentWorkflow and fake activities. Every client call below is a CLI subprocess.
 
 The commands (plus `--address <dev server> --namespace default` on each):

@@ -1,5 +1,5 @@
 """AgentWorkflow on the dev server with fake activities: approvals, rejections, mixed batches,
-seed-style resume, max rounds, the `submit_approval` update and the queries."""
+resume with answers given at start, max rounds, the `submit_approval` update and the queries."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bad input never fails or wedges a run (SPEC §6): each bad signal becomes exactly one `warning`
+"""Bad input never fails or wedges a run: each bad signal becomes exactly one `warning`
 event, changes nothing else, and the run then finishes normally."""
 
 from __future__ import annotations

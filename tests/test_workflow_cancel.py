@@ -124,7 +124,7 @@ async def test_plain_cancel_during_llm_call_waits_for_it_and_runs_no_tool(client
 
 async def test_plain_cancel_during_a_final_reply_still_finishes_cancelled(client, task_queue):
     # The model's answer has no tool calls, so the run would otherwise stop: a cancel always
-    # finishes `cancelled` (SPEC §2), and the reply the model already gave is kept.
+    # finishes `cancelled`, and the reply the model already gave is kept.
     fake = FakeAgentActivities(replies=[text("all done")], llm_delay=1.5)
     async with worker_for(client, task_queue, fake):
         handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))

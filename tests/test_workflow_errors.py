@@ -1,4 +1,4 @@
-"""LLM failures on the dev server with fake activities (SPEC §6): non-retryable errors end the
+"""LLM failures on the dev server with fake activities: non-retryable errors end the
 run with `finish_reason: error` (the workflow itself does not fail), retryable ones are retried."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Stable names of the public Temporal interface (SPEC §3). Never change a deployed one."""
+"""Stable names of the public Temporal interface (docs/interface.md). Never change a deployed
+one."""
 
 from temporalio.common import SearchAttributeKey
 
@@ -23,7 +24,7 @@ ACTIVITY_CALL_LLM = "call_llm"
 ACTIVITY_EXECUTE_TOOL = "execute_tool"
 ACTIVITY_LIST_TOOLS = "list_tools"
 
-# Search attributes (SPEC §9): the cluster-wide approval inbox.
+# Search attributes: the cluster-wide approval inbox.
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
 AGENT_PENDING_APPROVALS = SearchAttributeKey.for_int("AgentPendingApprovals")
 

@@ -1,7 +1,7 @@
-"""Resume by message reconstruction (SPEC §5), as plain functions.
+"""Resume by message reconstruction, as plain functions.
 
 No Temporal import here: the workflow calls these, and tests call them directly. The strings
-are the seed's (`Rejected: {reason}`, `User denied`, `Tool '{name}' not found`,
+are part of what the model sees (`Rejected: {reason}`, `User denied`, `Tool '{name}' not found`,
 `Framework error: …`, the `{"ok", "error", "data"}` envelope) and are part of what the model sees.
 """
 
@@ -28,11 +28,11 @@ class Answer(Protocol):
     def reason(self) -> str | None: ...
 
 
-# ---- The seed's strings ----
+# ---- The strings the model sees ----
 
 
 def envelope_error(message: str) -> str:
-    """The seed's error envelope, as the JSON text a tool message carries."""
+    """The error envelope, as the JSON text a tool message carries."""
     return json.dumps({"ok": False, "error": message, "data": None}, ensure_ascii=False)
 
 
@@ -88,8 +88,8 @@ class ParsedArguments:
 def parse_arguments(arguments: Any) -> ParsedArguments:
     """Normalise tool arguments: a JSON string is parsed, a parsed value is taken as it is.
 
-    Unlike the seed (which executes with `null` on bad JSON), a string that is not valid JSON is
-    an error the model is told about. An empty string means "no arguments".
+    Unlike the design this loop comes from (which executed with `null` on bad JSON), a string
+    that is not valid JSON is an error the model is told about. An empty string means "no arguments".
     """
     if isinstance(arguments, str):
         if not arguments.strip():
@@ -261,7 +261,7 @@ def plan_resume(
 def invariant_violations(
     messages: Sequence[ChatMessage], *, allow_open_tail: bool = True
 ) -> list[str]:
-    """Check SPEC §5's invariant: each assistant message with tool calls is followed directly by
+    """Check the ordering invariant: each assistant message with tool calls is followed directly by
     exactly one tool message per call, in call order.
 
     With `allow_open_tail`, the last assistant message may still lack some or all of its tool

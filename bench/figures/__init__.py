@@ -1,1 +1,2 @@
-"""One module per figure of issue 6; each exposes `async def measure(bench) -> list[Figure]`."""
+"""One module per figure of the benchmark; each exposes
+`async def measure(bench) -> list[Figure]`."""

@@ -76,7 +76,7 @@ async def measure(b: Bench) -> list[Figure]:
             floor_label="bare wf",
             note=(
                 f"{b.profile.approval_pairs} interleaved pairs; fake model/tool in-process; "
-                "no target in the brief (report only)"
+                "no target (report only)"
             ),
         )
     ]

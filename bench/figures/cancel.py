@@ -1,7 +1,7 @@
 """Figure 3, cancel latency while the model streams: the real `call_llm` against a fake server
-streaming for `cancel_stream_seconds`. Plain `cancel` keeps the seed's semantics (the run ends
-after the response), `{"immediate": true}` cancels the in-flight activity. Each pair runs side
-by side; latency = signal sent → `handle.result()` returned. The time until the fake server saw
+streaming for `cancel_stream_seconds`. Plain `cancel` keeps its between-iterations semantics
+(the run ends after the response), `{"immediate": true}` cancels the in-flight activity.
+Each pair runs side by side; latency = signal sent → `handle.result()` returned. The time until the fake server saw
 the HTTP request aborted is recorded too (it depends on heartbeat delivery, not on the workflow).
 """
 
@@ -95,7 +95,7 @@ async def measure(b: Bench) -> list[Figure]:
             target=1.0,
             note=(
                 f"{pairs} pair(s) side by side; the model streams for "
-                f"{p.cancel_stream_seconds:g} s (the brief's minute, shortened to bound time); "
+                f"{p.cancel_stream_seconds:g} s (a minute's stream, shortened to bound time); "
                 f"cancel sent ~1 s in; {label}; "
                 f"finish reasons {[o[2] for o in outcomes]}; {abort_text}"
             ),

@@ -3,8 +3,8 @@ messages of a given size, over every continue-as-new generation, and the largest
 
 The model and the tool are the bench's in-process fakes registered under the real activity names
 (history growth depends on what the workflow records, not on the HTTP client). The budget the
-bytes are compared with is the brief's: 2 × the round's new content (the reply's text and the
-tool's output, i.e. 2 × size) + 3 KB per round.
+bytes are compared with is the project's target: 2 × the round's new content (the reply's
+text and the tool's output, i.e. 2 × size) + 3 KB per round.
 """
 
 from __future__ import annotations
