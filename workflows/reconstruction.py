@@ -89,7 +89,8 @@ def parse_arguments(arguments: Any) -> ParsedArguments:
     """Normalise tool arguments: a JSON string is parsed, a parsed value is taken as it is.
 
     Unlike the design this loop comes from (which executed with `null` on bad JSON), a string
-    that is not valid JSON is an error the model is told about. An empty string means "no arguments".
+    that is not valid JSON is an error the model is told about. An empty string means "no
+    arguments".
     """
     if isinstance(arguments, str):
         if not arguments.strip():

@@ -1,8 +1,9 @@
 """Figure 3, cancel latency while the model streams: the real `call_llm` against a fake server
 streaming for `cancel_stream_seconds`. Plain `cancel` keeps its between-iterations semantics
 (the run ends after the response), `{"immediate": true}` cancels the in-flight activity.
-Each pair runs side by side; latency = signal sent → `handle.result()` returned. The time until the fake server saw
-the HTTP request aborted is recorded too (it depends on heartbeat delivery, not on the workflow).
+Each pair runs side by side; latency = signal sent → `handle.result()` returned. The time until
+the fake server saw the HTTP request aborted is recorded too (it depends on heartbeat delivery,
+not on the workflow).
 """
 
 from __future__ import annotations
