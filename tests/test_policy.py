@@ -187,6 +187,10 @@ def test_deny_reason_default_and_given():
     given = rules({"tool": "x", "decision": "deny", "reason": "not here"})
     assert decide(plain, "x", "{}").reason == "Denied by policy"
     assert decide(given, "x", "{}").reason == "not here"
+    empty = rules({"tool": "x", "decision": "deny", "reason": ""})
+    assert decide(empty, "x", "{}").reason == "Denied by policy"
+    allow = rules({"tool": "x", "decision": "allow", "reason": "read-only"})
+    assert decide(allow, "x", "{}") == Verdict("allow", 0, "read-only")
 
 
 @pytest.mark.parametrize("requires_approval", [True, False])

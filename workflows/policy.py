@@ -43,7 +43,7 @@ class Verdict:
     rule: int | None
     """The deciding rule's index in the effective list; None: the tool's own default."""
     reason: str | None = None
-    """The rule's reason (a `deny` without one: `Denied by policy`)."""
+    """The rule's reason (a `deny` without one, or with an empty one: `Denied by policy`)."""
 
 
 def effective_rules(
@@ -131,7 +131,7 @@ def evaluate(
     for index, rule in enumerate(rules):
         if rule_matches(rule, tool, parsed):
             reason = rule.reason
-            if rule.decision == "deny" and reason is None:
+            if rule.decision == "deny" and not reason:
                 reason = DEFAULT_DENY_REASON
             return Verdict(rule.decision, index, reason)
     return Verdict("ask" if requires_approval else "allow", None)
