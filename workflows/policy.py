@@ -10,9 +10,10 @@ No Temporal here and nothing runs at import, so the workflow sandbox can re-impo
 from __future__ import annotations
 
 import fnmatch
+import functools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,7 +106,8 @@ def parsed_arguments(arguments: Any) -> Any:
 
 
 def rule_matches(rule: PolicyRule, tool: str, arguments: Any) -> bool:
-    """Whether `rule` matches a call of `tool` with (already parsed) `arguments`."""
+    """Whether `rule` matches a call of `tool` with (already parsed) `arguments`: the rule of
+    matching, written plainly (`evaluate` applies it faster)."""
     if not fnmatch.fnmatchcase(tool, rule.tool):
         return False
     if rule.when is None:
@@ -126,15 +128,60 @@ def evaluate(
 ) -> Verdict:
     """Decide one call (`arguments` as the model gave them: a JSON string or a value) by the
     effective `rules`; `requires_approval` is the tool's own default (its spec, or the run's
-    `approval_required`)."""
+    `approval_required`).
+
+    The same decision as the first rule for which `rule_matches` holds, made faster: each
+    tool glob is tried once per call, each argument's text and its metacharacters are worked
+    out once, and globs are compiled once per process."""
     parsed = parsed_arguments(arguments)
+    values = parsed if isinstance(parsed, dict) else None
+    tools: dict[str, bool] = {}
+    texts: dict[str, tuple[str, frozenset[str]]] = {}
     for index, rule in enumerate(rules):
-        if rule_matches(rule, tool, parsed):
-            reason = rule.reason
-            if rule.decision == "deny" and not reason:
-                reason = DEFAULT_DENY_REASON
-            return Verdict(rule.decision, index, reason)
+        hit = tools.get(rule.tool)
+        if hit is None:
+            hit = tools[rule.tool] = _glob(rule.tool)(tool) is not None
+        if not hit or (rule.when is not None and not _when_holds(rule, values, texts)):
+            continue
+        reason = rule.reason
+        if rule.decision == "deny" and not reason:
+            reason = DEFAULT_DENY_REASON
+        return Verdict(rule.decision, index, reason)
     return Verdict("ask" if requires_approval else "allow", None)
+
+
+def _when_holds(
+    rule: PolicyRule,
+    values: dict[str, Any] | None,
+    texts: dict[str, tuple[str, frozenset[str]]],
+) -> bool:
+    if values is None or rule.when is None:
+        return False
+    allow = rule.decision == "allow"
+    for name, pattern in rule.when.items():
+        seen = texts.get(name)
+        if seen is None:
+            if name not in values:
+                return False
+            text = value_text(values[name])
+            seen = texts[name] = (text, frozenset(m for m in SHELL_METACHARACTERS if m in text))
+        text, present = seen
+        if allow and present and not present <= _listed(pattern):
+            return False
+        if _glob(pattern)(text) is None:
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=4096)
+def _glob(pattern: str) -> Callable[[str], re.Match[str] | None]:
+    return re.compile(fnmatch.translate(pattern)).match
+
+
+@functools.lru_cache(maxsize=4096)
+def _listed(pattern: str) -> frozenset[str]:
+    """The metacharacters a pattern holds literally."""
+    return frozenset(m for m in SHELL_METACHARACTERS if m in pattern)
 
 
 # ---- remember: an answer that becomes a rule ----
