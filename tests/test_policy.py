@@ -59,6 +59,13 @@ def rules(*items: dict[str, Any]) -> list[PolicyRule]:
     return [PolicyRule.model_validate(item) for item in items]
 
 
+def nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 def decide(
     rule_list: list[PolicyRule], tool: str, arguments: Any, requires_approval: bool = True
 ) -> Verdict:
@@ -436,6 +443,20 @@ def test_edited_arguments_are_bounded_like_a_models():
     assert parsed.error is not None and f"more than {MAX_ARGUMENT_CHARS}" in parsed.error
 
 
+@pytest.mark.parametrize(
+    ("arguments", "needle"),
+    [
+        ({"n": float("nan")}, "NaN or Infinity"),
+        ({"n": [float("inf")]}, "NaN or Infinity"),
+        ({"n": nested(5000)}, "nested too deeply"),
+    ],
+)
+def test_edited_arguments_must_be_json(arguments, needle):
+    parsed = parse_approval({"call_id": "c", "approved": True, "arguments": arguments})
+    assert parsed.value is None
+    assert parsed.error is not None and needle in parsed.error
+
+
 def test_seed_style_responses_validate_edits_too():
     payload = {
         "messages": [],
@@ -604,3 +625,19 @@ def test_missing_unreadable_or_binary_policy_file(tmp_path):
 async def test_the_activity_serves_the_loaded_rules(tmp_path):
     policy = WorkerPolicy.model_validate({"enforced": [{"tool": "x", "decision": "deny"}]})
     assert await PolicyActivities(policy).worker_policy() == policy
+
+
+@pytest.mark.parametrize("requires_approval", [True, False])
+def test_arguments_too_deep_to_read_are_asked_about(requires_approval):
+    listed = rules(
+        {"tool": "t", "when": {"a": "*x*"}, "decision": "deny"},
+        {"tool": "t", "decision": "allow"},
+    )
+    deep_text = '{"a": ' + "[" * 5000 + "]" * 5000 + "}"
+    for arguments in (deep_text, {"a": nested(5000)}):
+        assert decide(listed, "t", arguments, requires_approval) == Verdict("ask", None, None)
+    # with no rule that reads arguments they are never parsed: the usual decisions
+    assert decide([], "t", deep_text, requires_approval).decision == (
+        "ask" if requires_approval else "allow"
+    )
+    assert decide(listed[1:], "t", deep_text, requires_approval) == Verdict("allow", 0, None)

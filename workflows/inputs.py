@@ -110,11 +110,17 @@ def parse_user_message(payload: object) -> Parsed[ChatMessage]:
 
 
 def edit_problem(response: ToolApprovalResponse) -> str | None:
-    """Why an answer's edited arguments cannot run, or None (the model checks their shape;
-    this bounds their size as a model's arguments are bounded)."""
+    """Why an answer's edited arguments cannot run, or None. The model checks their shape;
+    this bounds their size as a model's arguments are bounded, and refuses what no tool could
+    be given as JSON."""
     if response.arguments is None:
         return None
-    size = len(json.dumps(response.arguments, ensure_ascii=False))
+    try:
+        size = len(json.dumps(response.arguments, ensure_ascii=False, allow_nan=False))
+    except ValueError:
+        return "arguments hold NaN or Infinity, which are not JSON"
+    except RecursionError:
+        return "arguments are nested too deeply"
     if size > MAX_ARGUMENT_CHARS:
         return f"arguments take {size} characters as JSON, more than {MAX_ARGUMENT_CHARS}"
     return None

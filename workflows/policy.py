@@ -130,47 +130,65 @@ def evaluate(
     effective `rules`; `requires_approval` is the tool's own default (its spec, or the run's
     `approval_required`).
 
-    The same decision as the first rule for which `rule_matches` holds, made faster: each
-    tool glob is tried once per call, each argument's text and its metacharacters are worked
-    out once, and globs are compiled once per process."""
-    parsed = parsed_arguments(arguments)
-    values = parsed if isinstance(parsed, dict) else None
-    tools: dict[str, bool] = {}
-    texts: dict[str, tuple[str, frozenset[str]]] = {}
-    for index, rule in enumerate(rules):
-        hit = tools.get(rule.tool)
-        if hit is None:
-            hit = tools[rule.tool] = _glob(rule.tool)(tool) is not None
-        if not hit or (rule.when is not None and not _when_holds(rule, values, texts)):
-            continue
-        reason = rule.reason
-        if rule.decision == "deny" and not reason:
-            reason = DEFAULT_DENY_REASON
-        return Verdict(rule.decision, index, reason)
+    The same decision as the first rule for which `rule_matches` holds, made faster (see
+    `_Call`). Arguments nested too deeply to read are never decided by a rule: a person is
+    asked."""
+    call = _Call(tool, arguments)
+    try:
+        for index, rule in enumerate(rules):
+            if not call.named(rule.tool):
+                continue
+            if rule.when is not None and not call.holds(rule.when, allow=rule.decision == "allow"):
+                continue
+            reason = rule.reason
+            if rule.decision == "deny" and not reason:
+                reason = DEFAULT_DENY_REASON
+            return Verdict(rule.decision, index, reason)
+    except RecursionError:
+        return Verdict("ask", None)
     return Verdict("ask" if requires_approval else "allow", None)
 
 
-def _when_holds(
-    rule: PolicyRule,
-    values: dict[str, Any] | None,
-    texts: dict[str, tuple[str, frozenset[str]]],
-) -> bool:
-    if values is None or rule.when is None:
-        return False
-    allow = rule.decision == "allow"
-    for name, pattern in rule.when.items():
-        seen = texts.get(name)
-        if seen is None:
-            if name not in values:
+class _Call:
+    """One call as the rules see it. Each part is worked out once, and only when a rule needs
+    it: a tool glob is tried once per call, the arguments are parsed once, and each argument's
+    text (with the metacharacters it holds) is made once."""
+
+    def __init__(self, tool: str, arguments: Any) -> None:
+        self._tool = tool
+        self._arguments = arguments
+        self._parsed = False
+        self._values: dict[str, Any] | None = None
+        self._names: dict[str, bool] = {}
+        self._texts: dict[str, tuple[str, frozenset[str]]] = {}
+
+    def named(self, pattern: str) -> bool:
+        hit = self._names.get(pattern)
+        if hit is None:
+            hit = self._names[pattern] = _glob(pattern)(self._tool) is not None
+        return hit
+
+    def holds(self, when: dict[str, str], *, allow: bool) -> bool:
+        if not self._parsed:
+            parsed = parsed_arguments(self._arguments)
+            self._values = parsed if isinstance(parsed, dict) else None
+            self._parsed = True
+        if self._values is None:
+            return False
+        for name, pattern in when.items():
+            seen = self._texts.get(name)
+            if seen is None:
+                if name not in self._values:
+                    return False
+                text = value_text(self._values[name])
+                present = frozenset(m for m in SHELL_METACHARACTERS if m in text)
+                seen = self._texts[name] = (text, present)
+            text, present = seen
+            if allow and present and not present <= _listed(pattern):
                 return False
-            text = value_text(values[name])
-            seen = texts[name] = (text, frozenset(m for m in SHELL_METACHARACTERS if m in text))
-        text, present = seen
-        if allow and present and not present <= _listed(pattern):
-            return False
-        if _glob(pattern)(text) is None:
-            return False
-    return True
+            if _glob(pattern)(text) is None:
+                return False
+        return True
 
 
 @functools.lru_cache(maxsize=4096)
