@@ -16,6 +16,7 @@ from workflows.model import ToolApprovalResponse
 from workflows.policy import (
     effective_rules,
     evaluate,
+    parsed_arguments,
     pattern_matches,
     policy_view,
     remember,
@@ -124,7 +125,7 @@ rule_lists = st.lists(rule, max_size=8)
 call_arguments = st.dictionaries(
     st.sampled_from(ARGUMENTS), plain_text | text_with_metacharacters | json_value, max_size=3
 )
-any_arguments = call_arguments | json_value
+any_arguments = call_arguments | json_value | call_arguments.map(json.dumps) | plain_text
 
 
 @given(rule_lists, st.sampled_from(TOOLS), any_arguments, st.booleans())
@@ -132,7 +133,8 @@ def test_first_matching_rule_decides(
     rules: list[PolicyRule], tool: str, arguments: Any, requires: bool
 ) -> None:
     verdict = evaluate(rules, tool, arguments, requires_approval=requires)
-    matching = [i for i, r in enumerate(rules) if rule_matches(r, tool, arguments)]
+    parsed = parsed_arguments(arguments)
+    matching = [i for i, r in enumerate(rules) if rule_matches(r, tool, parsed)]
     if not matching:
         assert verdict.rule is None
         assert verdict.decision == ("ask" if requires else "allow")
