@@ -28,6 +28,7 @@ def figure_modules() -> dict[str, Measure]:
         encryption,
         history,
         overhead,
+        policy,
         replay,
         sandbox,
         scale,
@@ -42,6 +43,7 @@ def figure_modules() -> dict[str, Measure]:
         "replay": replay.measure,
         "sandbox": sandbox.measure,
         "encryption": encryption.measure,
+        "policy": policy.measure,
     }
 
 

@@ -1,15 +1,16 @@
 """Loose intake, strict validation: turn a decoded signal/update payload into a typed value or a
-clear complaint (SPEC §6). Pure; the workflow turns complaints into `warning` events.
+clear complaint. Pure; the workflow turns complaints into `warning` events.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from workflows.bounds import MAX_APPROVER_CHARS, shown
+from workflows.bounds import MAX_APPROVER_CHARS, MAX_ARGUMENT_CHARS, shown
 from workflows.model import (
     CancelRequest,
     ChatMessage,
@@ -17,6 +18,7 @@ from workflows.model import (
     UserMessageInput,
     describe_validation,
 )
+from workflows.rules import ApprovalPolicy
 
 MAX_REASON_CHARS = 2_000
 MAX_USER_MESSAGE_CHARS = 100_000
@@ -54,6 +56,9 @@ def parse_approval(payload: object) -> Parsed[ToolApprovalResponse]:
         return Parsed(error=error)
     notes: list[str] = []
     call = shown(value.call_id)
+    edit = edit_problem(value)
+    if edit is not None:
+        return Parsed(error=f"invalid tool approval for {call}: {edit}")
     if value.reason is not None and len(value.reason) > MAX_REASON_CHARS:
         cut = len(value.reason) - MAX_REASON_CHARS
         value = value.model_copy(update={"reason": value.reason[:MAX_REASON_CHARS]})
@@ -99,3 +104,29 @@ def parse_user_message(payload: object) -> Parsed[ChatMessage]:
             f" more than {MAX_USER_MESSAGE_CHARS}"
         )
     return Parsed(value=message)
+
+
+def edit_problem(response: ToolApprovalResponse) -> str | None:
+    """Why an answer's edited arguments cannot run, or None. The model checks their shape;
+    this bounds their size as a model's arguments are bounded, and refuses what no tool could
+    be given as JSON."""
+    if response.arguments is None:
+        return None
+    try:
+        size = len(json.dumps(response.arguments, ensure_ascii=False, allow_nan=False))
+    except ValueError:
+        return "arguments hold NaN or Infinity, which are not JSON"
+    except RecursionError:
+        return "arguments are nested too deeply"
+    if size > MAX_ARGUMENT_CHARS:
+        return f"arguments take {size} characters as JSON, more than {MAX_ARGUMENT_CHARS}"
+    return None
+
+
+def parse_approval_policy(payload: object) -> Parsed[ApprovalPolicy]:
+    """A run's rules, `{"rules": [...]}` (the `set_approval_policy` update's payload), or a
+    one-line reason why they are invalid. Strict: one bad rule refuses the whole policy."""
+    value, error = _validate(ApprovalPolicy, payload, "approval policy")
+    if error is not None or not isinstance(value, ApprovalPolicy):
+        return Parsed(error=error)
+    return Parsed(value=value)

@@ -6,6 +6,7 @@ converter, so the field names are a public contract: do not rename them.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -14,19 +15,25 @@ from pydantic import (
     ConfigDict,
     Field,
     ModelWrapValidatorHandler,
+    SerializerFunctionWrapHandler,
     StrictBool,
     StrictStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
+from workflows.rules import ApprovalPolicy
+
 Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "max_rounds", "cancelled", "error"]
 Phase = Literal["running", "awaiting_approval", "waiting_for_message", "finished"]
 ApprovalTimeoutPolicy = Literal["cancel", "reject"]
+ApprovalSource = Literal["person", "policy", "timeout"]
 
 
 class ToolCall(BaseModel):
@@ -72,6 +79,23 @@ class ChatMessage(BaseModel):
         return cls(role="tool", content=content, name=call.name, tool_call_id=call.id)
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def edited_arguments(value: object) -> dict[str, Any]:
+    """A person's edited arguments (a JSON object, or a JSON string of one) as an object;
+    ValueError with a one-line reason when they are neither."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value, parse_constant=_no_constant)
+        except ValueError as err:
+            raise ValueError(f"not valid JSON ({str(err).splitlines()[0]})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"must be a JSON object, got {type(value).__name__}")
+    return value
+
+
 class ToolApprovalResponse(BaseModel):
     """A human's answer for one pending call. Strict: only JSON `true` approves."""
 
@@ -81,6 +105,32 @@ class ToolApprovalResponse(BaseModel):
     approved: StrictBool
     reason: StrictStr | None = None
     approver: StrictStr | None = None
+    remember: StrictBool = False
+    """Also put a rule at the front of the run's rules: always allow (or deny) this tool."""
+    arguments: dict[str, Any] | None = None
+    """With `approved: true` only: run the call with these arguments instead of the model's
+    (given as a JSON object or a JSON string of one)."""
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _arguments_are_an_object(cls, value: Any, info: ValidationInfo) -> Any:
+        if value is None:
+            return None
+        if info.data.get("approved") is not True:
+            raise ValueError("only taken with approved: true")
+        return edited_arguments(value)
+
+    @model_serializer(mode="wrap")
+    def _without_unused_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # An answer that uses neither `remember` nor `arguments` is sent as before, so a worker
+        # that does not know these fields yet still takes it.
+        data = handler(self)
+        if isinstance(data, dict):
+            if data.get("remember") is False:
+                del data["remember"]
+            if data.get("arguments") is None:
+                data.pop("arguments", None)
+        return data
 
 
 class CancelRequest(BaseModel):
@@ -122,6 +172,9 @@ class AgentRunOptions(BaseModel):
     """With `keep_alive`, end the session after this long without a message (null = never)."""
     max_history_events: Annotated[int, Field(ge=100)] | None = None
     """Continue as new once the history has this many events, even before Temporal suggests it."""
+    approval_policy: ApprovalPolicy | None = None
+    """The run's rules, `{"rules": [...]}`: which calls run, are refused or wait for a person
+    without asking (see `workflows.policy`). Invalid rules fail the run at start."""
 
 
 class Usage(BaseModel):
@@ -181,6 +234,14 @@ class ApprovalEvent(BaseEvent):
     reason: str | None = None
     approver: str | None = None
     at: datetime
+    source: ApprovalSource = "person"
+    """Who decided: a `person`, the `policy` (a rule) or the approval `timeout`."""
+    rule: int | None = None
+    """With `source: policy`: the deciding rule's index in the `policy` query's list."""
+    arguments: Any = None
+    """When the person edited the call: the arguments that ran."""
+    original_arguments: Any = None
+    """When the person edited the call: the arguments the model gave."""
 
 
 class ToolResultEvent(BaseEvent):

@@ -23,6 +23,7 @@ QUERY_MESSAGES = "messages"
 ACTIVITY_CALL_LLM = "call_llm"
 ACTIVITY_EXECUTE_TOOL = "execute_tool"
 ACTIVITY_LIST_TOOLS = "list_tools"
+ACTIVITY_WORKER_POLICY = "worker_policy"
 
 # Search attributes: the cluster-wide approval inbox.
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
