@@ -25,6 +25,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.heartbeat import heartbeating
 from activities.llm import OpenAIChatClient
+from activities.policy_file import PolicyActivities
 from activities.scripted import scripted_reply
 from activities.settings import Settings
 from activities.streaming import DeltaPublisher
@@ -41,6 +42,7 @@ from workflows.reconstruction import (
     tool_not_found_message,
     tool_output_message,
 )
+from workflows.rules import WorkerPolicy
 
 TOOL_CONTENT_LIMIT = TOOL_CONTENT_CHARS
 
@@ -120,10 +122,12 @@ class AgentActivities:
         settings: Settings,
         registry: ToolRegistry,
         http: httpx.AsyncClient | None = None,
+        policy: WorkerPolicy | None = None,
     ) -> None:
         self._client = client
         self._settings = settings
         self._registry = registry
+        self._policy = PolicyActivities(policy or WorkerPolicy())
         self._owns_http = http is None
         self._http = http or httpx.AsyncClient()
         self._markers = IdempotencyMarkers(settings.resolved_state_dir / "tool-calls")
@@ -142,7 +146,7 @@ class AgentActivities:
         )
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.list_tools, self.call_llm, self.execute_tool]
+        return [self.list_tools, self._policy.worker_policy, self.call_llm, self.execute_tool]
 
     async def aclose(self) -> None:
         """Close the httpx client if this object created it."""

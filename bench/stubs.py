@@ -18,6 +18,7 @@ from temporalio import activity
 from bench.bare_workflow import ACTIVITY_STEP_A, ACTIVITY_STEP_B, StepInput
 from workflows import names
 from workflows.model import ChatMessage, LlmRequest, LlmResponse, ToolCall, ToolRequest, ToolSpec
+from workflows.rules import WorkerPolicy
 
 LIST_DIR = ToolSpec(name="list_dir", description="List a folder", parameters={"type": "object"})
 RUN_COMMAND = ToolSpec(
@@ -72,6 +73,10 @@ class FakeAgent:
         async def list_tools() -> list[ToolSpec]:
             return specs
 
+        @activity.defn(name=names.ACTIVITY_WORKER_POLICY)
+        async def worker_policy() -> WorkerPolicy:
+            return WorkerPolicy()
+
         @activity.defn(name=names.ACTIVITY_CALL_LLM)
         async def call_llm(request: LlmRequest) -> LlmResponse:
             if self.stop_after_first and request.round >= 1:
@@ -86,4 +91,4 @@ class FakeAgent:
             self.stamps.mark(request.workflow_id)
             return filler
 
-        return [list_tools, call_llm, execute_tool]
+        return [list_tools, worker_policy, call_llm, execute_tool]

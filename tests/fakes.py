@@ -23,6 +23,7 @@ from workflows.model import (
     ToolSpec,
     Usage,
 )
+from workflows.rules import WorkerPolicy
 
 TOOL_SPECS = [
     ToolSpec(name="list_dir", description="List a folder", parameters={"type": "object"}),
@@ -79,11 +80,17 @@ class FakeAgentActivities:
     """When set, `call_llm` reads the prefix of the history it was asked about (the
     `messages` query, cut to `message_count`, as the real activity does) into `llm_prefixes`."""
     llm_prefixes: list[list[ChatMessage]] = field(default_factory=list)
+    worker_rules: WorkerPolicy = field(default_factory=WorkerPolicy)
+    """What the `worker_policy` activity answers (the worker's `AGENT_POLICY_FILE`)."""
 
     def activities(self) -> list[Callable[..., Any]]:
         @activity.defn(name=names.ACTIVITY_LIST_TOOLS)
         async def list_tools() -> list[ToolSpec]:
             return self.specs
+
+        @activity.defn(name=names.ACTIVITY_WORKER_POLICY)
+        async def worker_policy() -> WorkerPolicy:
+            return self.worker_rules
 
         @activity.defn(name=names.ACTIVITY_CALL_LLM)
         async def call_llm(request: LlmRequest) -> LlmResponse:
@@ -119,7 +126,7 @@ class FakeAgentActivities:
                 raise ApplicationError("boom", non_retryable=True)
             return f'{{"ok": true, "data": "ran {request.name} {request.call_id}"}}'
 
-        return [list_tools, call_llm, execute_tool]
+        return [list_tools, worker_policy, call_llm, execute_tool]
 
     @staticmethod
     async def _sleep_heartbeating(seconds: float) -> None:

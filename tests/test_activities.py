@@ -76,7 +76,12 @@ async def test_list_tools_and_all(workspace):
     env = ActivityEnvironment()
     specs = await env.run(acts.list_tools)
     assert [s.name for s in specs] == ["list_dir", "read_file", "run_command", "delete_path"]
-    assert [f.__name__ for f in acts.all()] == ["list_tools", "call_llm", "execute_tool"]
+    assert [f.__name__ for f in acts.all()] == [
+        "list_tools",
+        "worker_policy",
+        "call_llm",
+        "execute_tool",
+    ]
 
 
 async def test_execute_tool_heartbeats_and_cancellation_kills_the_command(workspace):

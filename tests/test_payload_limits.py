@@ -77,7 +77,7 @@ class BigResults(FakeAgentActivities):
             self.tool_requests.append(request)
             return json.dumps({"ok": True, "data": "y" * 15_000})
 
-        return [base[0], base[1], execute_tool]
+        return [*base[:-1], execute_tool]
 
 
 async def test_many_large_messages_during_an_approval_wait(client, task_queue):

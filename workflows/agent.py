@@ -23,7 +23,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approvals import Approvals
     from workflows.event_log import EventLog, preview
     from workflows.inbox import Inbox, describe_waiting
-    from workflows.inputs import Parsed, parse_approval, parse_cancel, parse_user_message
+    from workflows.inputs import (
+        Parsed,
+        parse_approval,
+        parse_approval_policy,
+        parse_cancel,
+        parse_user_message,
+    )
     from workflows.intake import decode
     from workflows.live_stream import STREAM_PUBLISH_SIGNAL, LiveStream
     from workflows.model import (
@@ -34,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
         AgentStatus,
         ApprovalEvent,
         ApprovalRecord,
+        ApprovalSource,
         ApprovalWait,
         AwaitingApprovalEvent,
         BaseEvent,
@@ -54,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         ToolSpec,
         WarningEvent,
     )
+    from workflows.policy import edited_call, remember, remembered_rule, with_call
     from workflows.reconstruction import (
         Execute,
         Respond,
@@ -65,6 +73,7 @@ with workflow.unsafe.imports_passed_through():
         plan_resume,
         unique_call_ids,
     )
+    from workflows.rules import PolicyView, WorkerPolicy
     from workflows.state import initial_state
 
 CANCELLED_MESSAGE = "Agent run cancelled"
@@ -78,6 +87,9 @@ HARDENED = "hardened-loop-1"
 """`workflow.patched` id of the loop that renames reused call ids, never asks a person about a
 call that cannot run, bounds replies and batches and checks the conversation's size at start.
 Runs recorded before it replay without these rules."""
+APPROVAL_POLICY = "approval-policy-1"
+"""`workflow.patched` id of reading the worker's approval rules (the `worker_policy` activity)
+at a run's start. Runs recorded before it replay without the worker's rules."""
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 """Activities heartbeat every 0.5 s; a worker that dies mid-activity is noticed after this."""
@@ -127,6 +139,7 @@ class AgentWorkflow:
     def __init__(self, input: AgentRunInput) -> None:
         self._state: AgentState = initial_state(input)
         self._hardened = workflow.patched(HARDENED)
+        self._reads_worker_policy = workflow.patched(APPROVAL_POLICY)
         self._log = EventLog(self._state)
         self._approvals = Approvals(self._state, hardened=self._hardened)
         self._inbox = Inbox()
@@ -154,6 +167,13 @@ class AgentWorkflow:
                     summary="list the worker's tools",
                 )
                 self._approvals.know_tools(specs)
+            if self._reads_worker_policy and self._state.worker_policy is None:
+                self._state.worker_policy = await workflow.execute_activity(
+                    names.ACTIVITY_WORKER_POLICY,
+                    result_type=WorkerPolicy,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    summary="read the worker's approval rules",
+                )
             if self._state.generation == 0:
                 self._warn_unknown_options()
                 size = self._conversation_bytes()
@@ -271,15 +291,25 @@ class AgentWorkflow:
                 self._finish("error", _too_large(size + added, reply=added))
                 return None
         state.messages.append(message)
-        for call in message.tool_calls or []:
+        calls = message.tool_calls or []
+        verdicts = {call.id: self._approvals.verdict(call) for call in calls}
+        state.asked.extend(
+            c.id
+            for c in calls
+            if (v := verdicts[c.id]) and v.decision == "ask" and v.rule is not None
+        )
+        for call in calls:
+            verdict = verdicts[call.id]
             self._emit(
                 ToolCallEvent(
                     call_id=call.id,
                     name=call.name,
                     arguments=bounds.event_arguments(call.arguments),
-                    requires_approval=self._approvals.requires_approval(call),
+                    requires_approval=verdict is not None and verdict.decision == "ask",
                 )
             )
+        for call in calls:
+            self._decide_by_rule(call, verdicts[call.id])
         if response.finish_reason == "length":
             self._warn(
                 "the model stopped at its token limit (finish_reason 'length'): its reply may be"
@@ -433,7 +463,8 @@ class AgentWorkflow:
                     self._record_answer(
                         ToolApprovalResponse(
                             call_id=call.id, approved=False, reason=APPROVAL_TIMED_OUT
-                        )
+                        ),
+                        source="timeout",
                     )
             return True
         return False
@@ -552,6 +583,34 @@ class AgentWorkflow:
             raise ApplicationError(problem, type="InvalidApproval", non_retryable=True)
         return parsed.value
 
+    @workflow.update(name=names.UPDATE_SET_APPROVAL_POLICY)
+    def set_approval_policy(self, payload: RawValue) -> PolicyView:
+        """Replace the run's rules (remembered ones included); calls waiting for a person that
+        the new rules decide are decided at once. Returns the effective rules."""
+        self._state.run_rules = list(self._validated_policy(payload))
+        self._decide_waiting_by_rules()
+        return self._approvals.view()
+
+    @set_approval_policy.validator
+    def _validate_set_approval_policy(self, payload: RawValue) -> None:
+        self._validated_policy(payload)
+
+    def _validated_policy(self, payload: RawValue) -> list[Any]:
+        if self._finished:
+            raise ApplicationError(
+                "the run has finished", type="InvalidApprovalPolicy", non_retryable=True
+            )
+        value, error = decode([payload], optional=False)
+        parsed = parse_approval_policy(value) if error is None else None
+        if parsed is None or parsed.value is None:
+            why = str(error) if parsed is None else str(parsed.error)
+            raise ApplicationError(why, type="InvalidApprovalPolicy", non_retryable=True)
+        return list(parsed.value.rules)
+
+    @workflow.query(name=names.QUERY_POLICY)
+    def policy(self) -> PolicyView:
+        return self._approvals.view()
+
     @workflow.query(name=names.QUERY_STATUS)
     def status(self) -> AgentStatus:
         state = self._state
@@ -587,7 +646,14 @@ class AgentWorkflow:
             self._warn(f"{signal}: {parsed.note}")
         return parsed.value
 
-    def _record_answer(self, response: ToolApprovalResponse) -> None:
+    def _record_answer(
+        self,
+        response: ToolApprovalResponse,
+        *,
+        source: ApprovalSource = "person",
+        rule: int | None = None,
+    ) -> None:
+        state = self._state
         record = ApprovalRecord(
             call_id=response.call_id,
             approved=response.approved,
@@ -595,11 +661,58 @@ class AgentWorkflow:
             approver=response.approver,
             at=workflow.now(),
         )
-        self._state.answers[response.call_id] = record
-        self._emit(ApprovalEvent(**record.model_dump()))
+        state.answers[response.call_id] = record
+        edit = self._apply_edit(response)
+        self._emit(
+            ApprovalEvent(
+                **record.model_dump(),
+                source=source,
+                rule=rule,
+                arguments=None if edit is None else bounds.event_arguments(edit[0]),
+                original_arguments=None if edit is None else bounds.event_arguments(edit[1]),
+            )
+        )
+        if response.remember:
+            call = self._pending_call(response.call_id)
+            if call is not None:
+                state.run_rules = remember(state.run_rules, remembered_rule(call.name, response))
+                self._decide_waiting_by_rules()
         if self._phase == "awaiting_approval":
             waiting = self._approvals.waiting()
-            self._set_phase("awaiting_approval", describe_waiting(self._state.round, waiting))
+            self._set_phase("awaiting_approval", describe_waiting(state.round, waiting))
+
+    def _apply_edit(self, response: ToolApprovalResponse) -> tuple[Any, Any] | None:
+        """Edited arguments: the assistant message's call becomes the call that runs, so the
+        conversation says what happened. Returns (arguments, original arguments)."""
+        call = self._pending_call(response.call_id)
+        if response.arguments is None or not response.approved or call is None:
+            return None
+        edit = edited_call(call, response.arguments)
+        self._state.messages[:] = with_call(self._state.messages, edit.call)
+        self._sized_count = self._sized_bytes = 0  # a message changed: measure again
+        self._approvals.forget(call.id)
+        return edit.call.arguments, edit.original_arguments
+
+    def _pending_call(self, call_id: str) -> ToolCall | None:
+        return next((c for c in pending_calls(self._state.messages) if c.id == call_id), None)
+
+    def _decide_by_rule(self, call: ToolCall, verdict: Any) -> None:
+        """A rule's `allow` or `deny` is an answer like a person's (source `policy`)."""
+        if verdict is None or verdict.rule is None or verdict.decision == "ask":
+            return
+        approved = verdict.decision == "allow"
+        self._record_answer(
+            ToolApprovalResponse(
+                call_id=call.id, approved=approved, reason=None if approved else verdict.reason
+            ),
+            source="policy",
+            rule=verdict.rule,
+        )
+
+    def _decide_waiting_by_rules(self) -> None:
+        """After the rules changed: the calls waiting for a person that they decide now."""
+        for call in self._approvals.waiting():
+            self._decide_by_rule(call, self._approvals.verdict(call))
 
     def _apply_seed_responses(self) -> None:
         """Answers given at start (`tool_approval_responses`) apply at the first iteration; a

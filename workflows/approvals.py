@@ -1,11 +1,14 @@
-"""Which calls need a person, and whether an answer can be taken now: the approval rules over a
-run's state and the worker's tools. Pure (no Temporal import), so tests need no server."""
+"""Which calls need an answer, who gives it, and whether an answer can be taken now: the
+approval rules over a run's state, the worker's tools and the approval policy (the worker's
+enforced rules, then the run's, then the worker's defaults). Pure (no Temporal import)."""
 
 from __future__ import annotations
 
 from workflows import bounds
 from workflows.model import AgentState, ToolCall, ToolSpec
+from workflows.policy import Verdict, effective_rules, evaluate, policy_view
 from workflows.reconstruction import answered_ids, pending_calls, runnable
+from workflows.rules import PolicyRule, PolicyView
 
 
 class Approvals:
@@ -30,10 +33,19 @@ class Approvals:
         allow = self._state.options.tools
         return names if allow is None else [n for n in names if n in allow]
 
-    def requires_approval(self, call: ToolCall) -> bool:
+    # ---- who must answer
+
+    def guarded(self, call: ToolCall) -> bool:
+        """The tool's own default: its spec requires approval, or the run's `approval_required`
+        names it."""
         spec = self._specs.get(call.name)
         extra = self._state.options.approval_required or []
-        needed = (spec is not None and spec.requires_approval) or call.name in extra
+        return (spec is not None and spec.requires_approval) or call.name in extra
+
+    def requires_approval(self, call: ToolCall) -> bool:
+        """Whether the call runs only with an answer (a person's or a rule's)."""
+        state = self._state
+        needed = self.guarded(call) or call.id in state.asked or call.id in state.answers
         return needed and (not self._hardened or self.can_run(call))
 
     def can_run(self, call: ToolCall) -> bool:
@@ -45,6 +57,35 @@ class Approvals:
             known = runnable(call, allowed.__contains__, bounds.MAX_ARGUMENT_CHARS)
             self._runnable[call.id] = known
         return known
+
+    def forget(self, call_id: str) -> None:
+        """The call changed (its arguments were edited): work out again whether it can run."""
+        self._runnable.pop(call_id, None)
+
+    def verdict(self, call: ToolCall) -> Verdict | None:
+        """What the rules say about a call; None for a call that cannot run at all."""
+        if self._hardened and not self.can_run(call):
+            return None
+        return evaluate(
+            self.rules(), call.name, call.arguments, requires_approval=self.guarded(call)
+        )
+
+    # ---- the rules
+
+    def rules(self) -> list[PolicyRule]:
+        """The effective rules in evaluation order (the indices verdicts and events name)."""
+        worker = self._state.worker_policy
+        enforced = worker.enforced if worker is not None else []
+        defaults = worker.defaults if worker is not None else []
+        return effective_rules(enforced, self._state.run_rules, defaults)
+
+    def view(self) -> PolicyView:
+        worker = self._state.worker_policy
+        enforced = worker.enforced if worker is not None else []
+        defaults = worker.defaults if worker is not None else []
+        return policy_view(enforced, self._state.run_rules, defaults)
+
+    # ---- answers
 
     def unanswered(self, pending: list[ToolCall]) -> list[ToolCall]:
         """The pending calls a person must still answer."""

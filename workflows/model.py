@@ -27,7 +27,7 @@ from pydantic import (
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
-from workflows.rules import ApprovalPolicy
+from workflows.rules import ApprovalPolicy, PolicyRule, WorkerPolicy
 
 Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "max_rounds", "cancelled", "error"]
@@ -442,6 +442,13 @@ class AgentState(BaseModel):
     that needs approval and has none is then denied instead of waited for."""
     stream: WorkflowStreamState | None = None
     """The live stream's retained tail and publisher dedup state (set at continue-as-new)."""
+    run_rules: list[PolicyRule] = Field(default_factory=list)
+    """The run's approval rules: `options.approval_policy`, remembered answers at the front, or
+    what `set_approval_policy` set."""
+    worker_policy: WorkerPolicy | None = None
+    """The worker's enforced and default rules, read once per run (None: not read)."""
+    asked: list[str] = Field(default_factory=list)
+    """Pending calls a rule says a person must answer although their tool needs no approval."""
 
 
 def describe_validation(err: ValidationError, *, where: str = "input", echo: bool = False) -> str:

@@ -11,13 +11,15 @@ SIGNAL_TOOL_APPROVAL = "tool_approval"
 SIGNAL_CANCEL = "cancel"
 SIGNAL_SEND_MESSAGE = "send_message"
 
-# Update
+# Updates
 UPDATE_SUBMIT_APPROVAL = "submit_approval"
+UPDATE_SET_APPROVAL_POLICY = "set_approval_policy"
 
 # Queries
 QUERY_STATUS = "status"
 QUERY_EVENTS = "events"
 QUERY_MESSAGES = "messages"
+QUERY_POLICY = "policy"
 
 # Activities
 ACTIVITY_CALL_LLM = "call_llm"

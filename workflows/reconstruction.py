@@ -99,6 +99,8 @@ def parse_arguments(arguments: Any) -> ParsedArguments:
             return ParsedArguments(ok=True, value=json.loads(arguments))
         except json.JSONDecodeError as err:
             return ParsedArguments(ok=False, error=f"{err.msg} at position {err.pos}")
+        except RecursionError:  # ~1,000 levels deep: no tool takes that, and it must not wedge
+            return ParsedArguments(ok=False, error="nested too deeply")
     return ParsedArguments(ok=True, value=arguments)
 
 

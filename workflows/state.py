@@ -11,7 +11,12 @@ def initial_state(run_input: AgentRunInput) -> AgentState:
         return run_input.state
     if run_input.continued is not None:
         return from_carried(run_input, run_input.continued)
-    return AgentState(messages=list(run_input.messages), options=run_input.options)
+    policy = run_input.options.approval_policy
+    return AgentState(
+        messages=list(run_input.messages),
+        options=run_input.options,
+        run_rules=list(policy.rules) if policy is not None else [],
+    )
 
 
 def from_carried(run_input: AgentRunInput, carried: CarriedState) -> AgentState:
