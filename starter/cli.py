@@ -14,6 +14,7 @@ from starter import commands
 from starter.connect import connect, connect_config
 from starter.errors import EXIT_ERROR, EXIT_OK, CliError, cannot_reach, translate
 from starter.output import Output
+from starter.telemetry import install_quiet_runtime
 
 Command = Callable[[commands.Ctx, argparse.Namespace], Awaitable[int]]
 
@@ -127,6 +128,7 @@ COMMANDS: dict[str, Command] = {
 async def amain(argv: Sequence[str] | None = None) -> int:
     """Parse, run one command, return its exit code (errors are printed, not raised)."""
     args = build_parser().parse_args(argv)
+    install_quiet_runtime()
     out = Output(json_mode=bool(args.json or getattr(args, "json_here", False)))
     if args.command == "demo":
         from starter.demo import run_demo
