@@ -138,6 +138,7 @@ async def follow(
     on_offset: Callable[[int], None] | None = None,
     skip_streamed_text: bool = True,
     poll_cooldown: timedelta = POLL_COOLDOWN,
+    long_poll: bool = True,
 ) -> FinishReason:
     """Follow run `workflow_id` live until its `finished` event; return its finish reason.
 
@@ -150,13 +151,17 @@ async def follow(
     - `on_offset(next_offset)`: after each item, the offset to resume from.
     - `skip_streamed_text`: do not pass on a `text_delta` event whose text the deltas
       already delivered (missing tail text is delivered through `on_delta` instead).
+    - `long_poll=False`: read through the stream's poll query only, holding none of the run's
+      update slots (the same items, a little later).
 
     Items that do not decode are skipped; a `finished` event is believed only once the run's
     status confirms it. Raises StreamEndedError when the run closed without a `finished` event
     (terminated, or failed). Cancel the awaiting task to stop following early (e.g. a session
     waiting for its next message never sends `finished` until it ends).
     """
-    reader = StreamReader(client, workflow_id, TOPICS, from_offset, cooldown=poll_cooldown)
+    reader = StreamReader(
+        client, workflow_id, TOPICS, from_offset, cooldown=poll_cooldown, long_poll=long_poll
+    )
     converter = client.data_converter.payload_converter
     text = _Text()
     unconfirmed: FinishedEvent | None = None

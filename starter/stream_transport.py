@@ -86,7 +86,8 @@ class _Refused(Exception):
 
 
 class StreamReader:
-    """The wire items of one run's stream from `offset` on, over whichever transport works."""
+    """The wire items of one run's stream from `offset` on, over whichever transport works
+    (`long_poll=False`: the poll query only)."""
 
     def __init__(
         self,
@@ -96,6 +97,7 @@ class StreamReader:
         offset: int,
         *,
         cooldown: timedelta,
+        long_poll: bool = True,
     ) -> None:
         self._client = client
         self._workflow_id = workflow_id
@@ -104,13 +106,18 @@ class StreamReader:
         self._cooldown = cooldown.total_seconds()
         self._latest: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id)
         self._closed_run: WorkflowHandle[Any, Any] | None = None
+        self._use_long_poll = long_poll
         self._live_again_at = 0.0
         """Monotonic time from which the live transport is tried again (0: live now)."""
         self._last_closed_check = time.monotonic()
 
     @property
     def live(self) -> bool:
-        return self._closed_run is None and time.monotonic() >= self._live_again_at
+        return (
+            self._use_long_poll
+            and self._closed_run is None
+            and time.monotonic() >= self._live_again_at
+        )
 
     async def items(self) -> AsyncIterator[Any]:
         """Yield each wire item (`topic`, `data`, `offset`) in stream order; end after a closed
