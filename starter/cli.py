@@ -15,6 +15,7 @@ from starter.codec import KeyConfigError
 from starter.connect import connect, connect_config, data_converter
 from starter.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, cannot_reach, translate
 from starter.output import Output
+from starter.telemetry import install_quiet_runtime
 
 Command = Callable[[commands.Ctx, argparse.Namespace], Awaitable[int]]
 
@@ -141,6 +142,7 @@ COMMANDS: dict[str, Command] = {
 async def amain(argv: Sequence[str] | None = None) -> int:
     """Parse, run one command, return its exit code (errors are printed, not raised)."""
     args = build_parser().parse_args(argv)
+    install_quiet_runtime()
     out = Output(json_mode=bool(args.json or getattr(args, "json_here", False)))
     if args.command == "codec-server":
         from starter.codec_server import serve

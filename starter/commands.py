@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
+from starter.answers import AnswerNotDelivered, submit_answer
 from starter.connect import task_queue
 from starter.errors import EXIT_OK, EXIT_RUN_NOT_OK, CliError, not_found
 from starter.follow import (
@@ -25,8 +26,9 @@ from starter.follow import (
     interactive_approvals,
     interactive_session,
 )
+from starter.inbox import waiting_runs
 from starter.output import Output
-from starter.render import age, arguments_text, event_line, message_lines
+from starter.render import age, call_text, event_line, message_lines, visible
 from workflows import names
 from workflows.model import (
     AgentEvent,
@@ -36,7 +38,6 @@ from workflows.model import (
     CancelRequest,
     ChatMessage,
     ToolApprovalResponse,
-    ToolCall,
 )
 
 WORKER_WAIT_SECONDS = 30.0
@@ -61,6 +62,18 @@ async def with_worker(ctx: Ctx, what: Awaitable[T]) -> T:
             f"no worker answered within {WORKER_WAIT_SECONDS:.0f}s on task queue"
             f" '{task_queue()}': is `python worker.py` running?"
         ) from None
+
+
+def not_delivered(workflow_id: str, err: AnswerNotDelivered) -> CliError:
+    if err.busy:
+        return CliError(
+            f"run '{workflow_id}' kept refusing the answer for {err.seconds:.0f}s: too many"
+            " requests in flight (Temporal admits only a few per run); try again"
+        )
+    return CliError(
+        f"no worker answered within {err.seconds:.0f}s on task queue"
+        f" '{task_queue()}': is `python worker.py` running?"
+    )
 
 
 async def describe_status(ctx: Ctx, workflow_id: str) -> WorkflowExecutionStatus | None:
@@ -151,10 +164,10 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
         reason=None if approved else args.reason,
         approver=args.approver or default_approver(),
     )
-    remaining: list[ToolCall] = await with_worker(
-        ctx,
-        handle.execute_update(names.UPDATE_SUBMIT_APPROVAL, response, result_type=list[ToolCall]),
-    )
+    try:
+        remaining = await submit_answer(handle, response)
+    except AnswerNotDelivered as err:
+        raise not_delivered(args.workflow_id, err) from None
     ctx.out.data(
         {
             "workflow_id": args.workflow_id,
@@ -234,15 +247,9 @@ async def cmd_history(ctx: Ctx, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-INBOX_QUERY = (
-    f'WorkflowType="{names.WORKFLOW_TYPE}" AND {names.AGENT_STATUS.name}="awaiting_approval"'
-)
-
-
 async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
-    found = 0
     try:
-        executions = [e async for e in ctx.client.list_workflows(INBOX_QUERY)]
+        runs = await waiting_runs(ctx.client)
     except RPCError as err:
         if err.status == RPCStatusCode.INVALID_ARGUMENT:
             raise CliError(
@@ -250,30 +257,21 @@ async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
                 " (start the worker once: it registers the search attributes)"
             ) from None
         raise
-    for execution in executions:
-        handle = ctx.client.get_workflow_handle(execution.id, run_id=execution.run_id)
-        try:
-            status = await with_worker(ctx, fetch_status(handle))
-        except RPCError:
-            continue  # it finished between the listing and the query
-        if status.phase != "awaiting_approval" or not status.pending_approvals:
+    for run in runs:
+        ctx.out.data(run.as_json())
+        status = run.status
+        if status is None:
+            calls = "1 call" if run.pending_count == 1 else f"{run.pending_count} calls"
+            ctx.out.line(
+                f"{visible(run.workflow_id)} ({calls} pending;"
+                " details unavailable until a worker answers)"
+            )
             continue
-        found += 1
-        ctx.out.data(
-            {
-                "workflow_id": execution.id,
-                "run_id": execution.run_id,
-                "awaiting_since": status.awaiting_since.isoformat()
-                if status.awaiting_since
-                else None,
-                "pending": [c.model_dump(mode="json") for c in status.pending_approvals],
-            }
-        )
         waited = age(status.awaiting_since)
-        ctx.out.line(f"{execution.id} (round {status.round}, waiting {waited}):")
+        ctx.out.line(f"{visible(run.workflow_id)} (round {status.round}, waiting {waited}):")
         for call in status.pending_approvals:
-            ctx.out.line(f"  {call.id} {call.name} {arguments_text(call.arguments)}")
-    if not found:
+            ctx.out.line(f"  {call_text(call)}")
+    if not runs:
         ctx.out.line("no runs are waiting for approval")
     else:
         ctx.out.line(f"answer: {cli_name()} approve|reject WORKFLOW_ID CALL_ID")

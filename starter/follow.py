@@ -26,8 +26,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from starter import live
+from starter.answers import AnswerNotDelivered, submit_answer
 from starter.output import Output
-from starter.render import call_text
+from starter.render import call_text, visible
 from workflows import names
 from workflows.model import (
     AgentEvent,
@@ -278,8 +279,9 @@ async def _events_or_empty(handle: WorkflowHandle[object, object], after: int) -
 def print_answer_hint(out: Output, workflow_id: str, pending: list[ToolCall]) -> None:
     for call in pending:
         out.info(f"  needs approval: {call_text(call)}")
-        out.info(f"    approve: {cli_name()} approve {workflow_id} {call.id}")
-        out.info(f'    reject:  {cli_name()} reject {workflow_id} {call.id} --reason "…"')
+        call_id = visible(call.id)
+        out.info(f"    approve: {cli_name()} approve {workflow_id} {call_id}")
+        out.info(f'    reject:  {cli_name()} reject {workflow_id} {call_id} --reason "…"')
 
 
 async def _ask(prompt: str) -> str | None:
@@ -311,7 +313,7 @@ def interactive_approvals(out: Output, approver: str | None = None) -> AwaitingH
                 if choice in {"y", "yes", "n", "no", "s", "skip", ""}:
                     break
             if choice in {"s", "skip", ""}:
-                out.info(f"  skipped {call.id}: answer later with approve/reject")
+                out.info(f"  skipped {visible(call.id)}: answer later with approve/reject")
                 continue
             reason: str | None = None
             approved = choice in {"y", "yes"}
@@ -321,13 +323,17 @@ def interactive_approvals(out: Output, approver: str | None = None) -> AwaitingH
                 call_id=call.id, approved=approved, reason=reason, approver=who
             )
             try:
-                await handle.execute_update(
-                    names.UPDATE_SUBMIT_APPROVAL, response, result_type=list[ToolCall]
-                )
+                await submit_answer(handle, response)
             except WorkflowUpdateFailedError as err:
                 cause = err.cause
                 why = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
-                out.info(f"  not accepted: {why}")
+                out.info(f"  not accepted: {visible(why)}")
+            except AnswerNotDelivered as err:
+                why = "the run is busy" if err.busy else "no worker answered"
+                out.info(
+                    f"  not delivered within {err.seconds:.0f}s ({why}):"
+                    f" answer later with {cli_name()} approve|reject {handle.id} {visible(call.id)}"
+                )
 
     return decide
 

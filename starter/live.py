@@ -2,9 +2,12 @@
 
 The workflow publishes every event it emits on the stream's `events` topic (the same models as
 the `events` query), and `call_llm` publishes the model's text as it arrives on `deltas`
-(`StreamDelta` batches). `follow` subscribes to both topics in one ordered subscription, by
-workflow id, so it follows continue-as-new, and returns the run's finish reason when the
-`finished` event arrives:
+(`StreamDelta` batches). `follow` reads both topics in one ordered sequence, by workflow id, so
+it follows continue-as-new, and returns the run's finish reason when the `finished` event
+arrives. The items come over the stream's long-poll update, or its poll query when the run
+already serves enough long polls (`starter.stream_transport`); they are handled the same way
+whichever carried them. An item that does not decode is skipped, and a `finished` event counts
+only when the run's status confirms it (anyone who can signal a run can publish to its stream):
 
     reason = await follow(
         client, workflow_id,
@@ -27,22 +30,37 @@ is called before the new attempt's text (a terminal prints a marker, a UI clears
 
 from __future__ import annotations
 
+import base64
+import logging
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from pydantic import TypeAdapter
-from temporalio.client import Client
-from temporalio.contrib.workflow_streams import WorkflowStreamClient
+from temporalio.api.common.v1 import Payload
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.converter import PayloadConverter
 
+from starter.stream_transport import StreamReader
 from workflows import names
 from workflows.event_log import EVENT_TEXT_LIMIT, preview
-from workflows.model import AgentEvent, FinishedEvent, FinishReason, StreamDelta, TextDeltaEvent
+from workflows.model import (
+    AgentEvent,
+    AgentStatus,
+    FinishedEvent,
+    FinishReason,
+    StreamDelta,
+    TextDeltaEvent,
+)
+
+log = logging.getLogger(__name__)
 
 TOPICS = [names.STREAM_EVENTS, names.STREAM_DELTAS]
 POLL_COOLDOWN = timedelta(milliseconds=50)
+STATUS_CHECK_SECONDS = 10.0
 
 _EVENT: TypeAdapter[AgentEvent] = TypeAdapter(AgentEvent)
+_FINISHED_CLOSE = {WorkflowExecutionStatus.COMPLETED, WorkflowExecutionStatus.CANCELED}
 
 
 class StreamEndedError(Exception):
@@ -68,8 +86,45 @@ class _Text:
         self.next_index = index + 1 if index == self.next_index else -1
 
 
-def _decode_event(data: Any) -> AgentEvent:
-    return _EVENT.validate_python(data)
+def decode_item(
+    topic: str, wire: Any, converter: PayloadConverter
+) -> AgentEvent | StreamDelta | None:
+    """One stream item as the model its topic carries, or None (logged) when it is not one:
+    anyone who can signal the run can publish to its stream, so a follower never trusts an item
+    to be well formed."""
+    try:
+        payload = Payload()
+        payload.ParseFromString(base64.b64decode(wire, validate=True))
+        value = converter.from_payload(payload)
+        if topic == names.STREAM_DELTAS:
+            return StreamDelta.model_validate(value)
+        if topic == names.STREAM_EVENTS:
+            return _EVENT.validate_python(value)
+    except Exception as err:  # bad base64, protobuf's DecodeError, a converter's, pydantic's
+        log.debug("skipped a %s item that does not decode: %s", topic, err)
+        return None
+    log.debug("skipped an item on topic %s", topic)
+    return None
+
+
+async def run_has_finished(client: Client, workflow_id: str) -> bool:
+    """Whether the run really finished: a `finished` event on the stream is believed only when
+    the run's status (or, with no worker to answer, its execution) says so."""
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        status: AgentStatus = await handle.query(
+            names.QUERY_STATUS,
+            result_type=AgentStatus,
+            rpc_timeout=timedelta(seconds=STATUS_CHECK_SECONDS),
+        )
+        if status.phase == "finished":
+            return True
+    except Exception as err:  # no worker, or a failed query: ask the server instead
+        log.debug("status query of %s failed: %s", workflow_id, err)
+    description = await handle.describe()
+    # A run that finished closes as completed (or cancelled, when Temporal cancelled it); one
+    # that was terminated, failed or timed out never sent a `finished` event of its own.
+    return description.status in _FINISHED_CLOSE
 
 
 async def follow(
@@ -83,6 +138,7 @@ async def follow(
     on_offset: Callable[[int], None] | None = None,
     skip_streamed_text: bool = True,
     poll_cooldown: timedelta = POLL_COOLDOWN,
+    long_poll: bool = True,
 ) -> FinishReason:
     """Follow run `workflow_id` live until its `finished` event; return its finish reason.
 
@@ -95,16 +151,24 @@ async def follow(
     - `on_offset(next_offset)`: after each item, the offset to resume from.
     - `skip_streamed_text`: do not pass on a `text_delta` event whose text the deltas
       already delivered (missing tail text is delivered through `on_delta` instead).
+    - `long_poll=False`: read through the stream's poll query only, holding none of the run's
+      update slots (the same items, a little later).
 
-    Raises StreamEndedError when the run closed without a `finished` event (terminated, or
-    failed). Cancel the awaiting task to stop following early (e.g. a session waiting for
-    its next message never sends `finished` until it ends).
+    Items that do not decode are skipped; a `finished` event is believed only once the run's
+    status confirms it. Raises StreamEndedError when the run closed without a `finished` event
+    (terminated, or failed). Cancel the awaiting task to stop following early (e.g. a session
+    waiting for its next message never sends `finished` until it ends).
     """
-    stream = WorkflowStreamClient.create(client, workflow_id)
+    reader = StreamReader(
+        client, workflow_id, TOPICS, from_offset, cooldown=poll_cooldown, long_poll=long_poll
+    )
+    converter = client.data_converter.payload_converter
     text = _Text()
-    async for item in stream.subscribe(TOPICS, from_offset, poll_cooldown=poll_cooldown):
-        if item.topic == names.STREAM_DELTAS:
-            delta = StreamDelta.model_validate(item.data)
+    unconfirmed: FinishedEvent | None = None
+    async for item in reader.items():
+        decoded = decode_item(item.topic, item.data, converter)
+        if isinstance(decoded, StreamDelta):
+            delta = decoded
             if delta.call != text.call:
                 text.call, text.attempt = delta.call, delta.attempt
                 text.clear()
@@ -116,8 +180,17 @@ async def follow(
             if delta.attempt == text.attempt:
                 text.add(delta.index, delta.text)
                 on_delta(delta.round, delta.text)
-        elif item.topic == names.STREAM_EVENTS:
-            event = _decode_event(item.data)
+        elif isinstance(decoded, FinishedEvent):
+            if not await run_has_finished(client, workflow_id):
+                log.debug("ignored a 'finished' item: run %s still runs", workflow_id)
+                unconfirmed = decoded
+            else:
+                on_event(decoded)
+                if on_offset is not None:
+                    on_offset(item.offset + 1)
+                return decoded.finish_reason
+        elif decoded is not None:
+            event = decoded
             if isinstance(event, TextDeltaEvent):
                 handled = skip_streamed_text and _complete_streamed_text(event, text, on_delta)
                 if not handled and text.parts and text.next_index >= 0 and on_restart:
@@ -129,12 +202,12 @@ async def follow(
                     on_event(event)
             else:
                 on_event(event)
-            if isinstance(event, FinishedEvent):
-                if on_offset is not None:
-                    on_offset(item.offset + 1)
-                return event.finish_reason
         if on_offset is not None:
             on_offset(item.offset + 1)
+    if unconfirmed is not None and await run_has_finished(client, workflow_id):
+        # It came before the run had closed, and the status could not confirm it then.
+        on_event(unconfirmed)
+        return unconfirmed.finish_reason
     raise StreamEndedError(f"the stream of {workflow_id} ended without a 'finished' event")
 
 

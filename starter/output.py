@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Any
 
-from starter.render import event_json, event_line
+from starter.render import event_json, event_line, text_block, visible
 from workflows.model import AgentEvent
 
 
@@ -24,7 +24,7 @@ class Output:
         if not self._text_open:
             print("assistant: ", end="")
             self._text_open = True
-        print(piece, end="", flush=True)
+        print(text_block(piece), end="", flush=True)
 
     def _end_text(self) -> None:
         if self._text_open:
@@ -52,5 +52,6 @@ class Output:
             print(json.dumps(obj, ensure_ascii=False, default=str), flush=True)
 
     def error(self, text: str) -> None:
+        """One line on stderr, whatever the message holds."""
         self._end_text()
-        print(f"error: {text}", file=sys.stderr, flush=True)
+        print(f"error: {visible(text)}", file=sys.stderr, flush=True)

@@ -4,6 +4,7 @@ JSON object per line with `--json`."""
 from __future__ import annotations
 
 import json
+import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,26 +21,71 @@ from workflows.model import (
     ToolResultEvent,
     WarningEvent,
 )
+from workflows.reconstruction import parse_arguments
 
 TOOL_RESULT_PREVIEW = 300
 
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_HIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp"}
+"""Controls (C0, DEL, C1, ESC), formatting characters (zero-width, bidirectional embeddings,
+overrides and isolates, the byte order mark), lone surrogates and line/paragraph separators:
+none of them shows as itself, and each can make a terminal or a page show something other
+than what the text says."""
+MULTILINE = "\n\t"
+"""What `visible(text, keep=MULTILINE)` leaves as it is: model text keeps its lines and tabs."""
 
-def arguments_text(arguments: Any) -> str:
-    """Tool arguments as one line: a JSON string as it is, anything else as compact JSON."""
-    if isinstance(arguments, str):
-        return arguments
-    return json.dumps(arguments, ensure_ascii=False)
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def _hidden(char: str) -> bool:
+    return unicodedata.category(char) in _HIDDEN_CATEGORIES
+
+
+def visible(text: str, keep: str = "") -> str:
+    """`text` with every character that does not show as itself written as an escape (`\\r`,
+    `\\x1b`, `\\u202e`, …), except those in `keep`; the rest is left as it is. Everything a
+    person reads that came from a model, a tool or another person goes through here."""
+    if not any(_hidden(c) and c not in keep for c in text):
+        return text
+    return "".join(_escape(c) if _hidden(c) and c not in keep else c for c in text)
+
+
+def arguments_display(arguments: Any) -> str:
+    """Tool arguments as the value the tool will be given: the parsed JSON, on one line, with
+    hidden characters made visible. Arguments that are not valid JSON are shown as the string
+    they are, quoted and escaped, after `(invalid JSON)`."""
+    parsed = parse_arguments(arguments)
+    if not parsed.ok:
+        return "(invalid JSON) " + visible(json.dumps(str(arguments), ensure_ascii=False))
+    return visible(json.dumps(parsed.value, ensure_ascii=False, default=str))
 
 
 def one_line(text: str, limit: int | None = None) -> str:
-    flat = text.replace("\r", "").replace("\n", "\\n")
+    """`text` on one line (line breaks and every other hidden character escaped), cut after
+    `limit` characters."""
+    flat = visible(text)
     if limit is not None and len(flat) > limit:
         return flat[:limit] + f"… ({len(flat) - limit} more)"
     return flat
 
 
+def text_block(text: str) -> str:
+    """Model or user text for people: its lines and tabs kept (CRLF read as a line break),
+    every other hidden character escaped."""
+    return visible(text.replace("\r\n", "\n"), keep=MULTILINE)
+
+
 def call_text(call: ToolCall) -> str:
-    return f"{call.id} {call.name} {arguments_text(call.arguments)}"
+    return f"{visible(call.id)} {visible(call.name)} {arguments_display(call.arguments)}"
 
 
 def event_line(event: AgentEvent) -> str:
@@ -47,25 +93,28 @@ def event_line(event: AgentEvent) -> str:
     approval)`, `assistant: …`, `finished: stop`."""
     r = f"[r{event.round}]"
     if isinstance(event, TextDeltaEvent):
-        return f"assistant: {event.delta}"
+        return f"assistant: {text_block(event.delta)}"
     if isinstance(event, ToolCallEvent):
         note = " (needs approval)" if event.requires_approval else ""
-        return f"{r} tool_call {event.call_id} {event.name} {arguments_text(event.arguments)}{note}"
+        call = (
+            f"{visible(event.call_id)} {visible(event.name)} {arguments_display(event.arguments)}"
+        )
+        return f"{r} tool_call {call}{note}"
     if isinstance(event, AwaitingApprovalEvent):
         calls = ", ".join(call_text(c) for c in event.pending)
         return f"{r} awaiting_approval {calls}"
     if isinstance(event, ApprovalEvent):
         verdict = "approved" if event.approved else "rejected"
-        by = f" by {event.approver}" if event.approver else ""
-        why = f": {event.reason}" if event.reason else ""
-        return f"{r} approval {event.call_id} {verdict}{by}{why}"
+        by = f" by {visible(event.approver)}" if event.approver else ""
+        why = f": {visible(event.reason)}" if event.reason else ""
+        return f"{r} approval {visible(event.call_id)} {verdict}{by}{why}"
     if isinstance(event, ToolResultEvent):
         content = one_line(event.content, TOOL_RESULT_PREVIEW)
-        return f"{r} tool_result {event.call_id} {event.name}: {content}"
+        return f"{r} tool_result {visible(event.call_id)} {visible(event.name)}: {content}"
     if isinstance(event, WarningEvent):
-        return f"{r} warning: {event.message}"
+        return f"{r} warning: {visible(event.message)}"
     if isinstance(event, ErrorEvent):
-        return f"{r} error: {event.message}"
+        return f"{r} error: {visible(event.message)}"
     if isinstance(event, FinishedEvent):
         return f"finished: {event.finish_reason}"
     return f"{r} {event.type}"  # pragma: no cover - every type is handled above
@@ -78,9 +127,9 @@ def event_json(event: AgentEvent) -> str:
 def message_lines(message: ChatMessage) -> list[str]:
     """A message of the history for people."""
     if message.role == "tool":
-        head = f"tool {message.tool_call_id} ({message.name}): "
+        head = f"tool {visible(message.tool_call_id or '')} ({visible(message.name or '')}): "
         return [head + one_line(message.content, TOOL_RESULT_PREVIEW)]
-    lines = [f"{message.role}: {message.content}"] if message.content else []
+    lines = [f"{message.role}: {text_block(message.content)}"] if message.content else []
     for call in message.tool_calls or []:
         lines.append(f"{message.role} calls {call_text(call)}")
     return lines or [f"{message.role}:"]
