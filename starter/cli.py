@@ -34,6 +34,21 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+class _RuleSpec(argparse.Action):
+    """`--allow SPEC` / `--deny SPEC`, kept in the order given (one list for both)."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        specs = list(getattr(namespace, "rule_specs", None) or [])
+        specs.append(("allow" if option_string == "--allow" else "deny", str(values)))
+        namespace.rule_specs = specs
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -74,17 +89,43 @@ def build_parser() -> argparse.ArgumentParser:
         "--approval-required", metavar="A,B", help="also require approval for these tools"
     )
     run.add_argument("--no-follow", action="store_true", help="start and return")
+    run.add_argument(
+        "--policy", metavar="FILE", help='approval rules of this run: a JSON file {"rules": […]}'
+    )
+    for flag, what in (("--allow", "run without asking"), ("--deny", "refuse without asking")):
+        run.add_argument(
+            flag,
+            metavar="TOOL[:ARG=GLOB]",
+            action=_RuleSpec,
+            dest="rule_specs",
+            help=f"{what} the calls it matches (repeatable; in order, before --policy's rules)",
+        )
 
     approve = sub.add_parser("approve", parents=[common], help="approve a pending tool call")
     approve.add_argument("workflow_id")
     approve.add_argument("call_id")
     approve.add_argument("--approver", help="who approves (default: your OS user)")
+    approve.add_argument(
+        "--remember", action="store_true", help="and always allow this tool in this run"
+    )
+    approve.add_argument(
+        "--arguments", metavar="JSON", help="run the call with these arguments (a JSON object)"
+    )
 
     reject = sub.add_parser("reject", parents=[common], help="reject a pending tool call")
     reject.add_argument("workflow_id")
     reject.add_argument("call_id")
     reject.add_argument("--reason", required=True, help="told to the model")
     reject.add_argument("--approver", help="who rejects (default: your OS user)")
+    reject.add_argument(
+        "--remember", action="store_true", help="and always deny this tool in this run"
+    )
+
+    policy = sub.add_parser("policy", parents=[common], help="a run's effective approval rules")
+    policy.add_argument("workflow_id")
+    policy.add_argument(
+        "--set", metavar="FILE", help='replace the run\'s rules with a JSON file {"rules": […]}'
+    )
 
     cancel = sub.add_parser("cancel", parents=[common], help="cancel a run")
     cancel.add_argument("workflow_id")
@@ -136,6 +177,7 @@ COMMANDS: dict[str, Command] = {
     "watch": commands.cmd_watch,
     "history": commands.cmd_history,
     "pending": commands.cmd_pending,
+    "policy": commands.cmd_policy,
 }
 
 

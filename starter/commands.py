@@ -10,6 +10,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -28,7 +29,16 @@ from starter.follow import (
 )
 from starter.inbox import waiting_runs
 from starter.output import Output
-from starter.render import age, call_text, event_line, message_lines, visible
+from starter.policy_args import load_policy, run_policy
+from starter.render import (
+    age,
+    arguments_display,
+    call_text,
+    event_line,
+    message_lines,
+    rule_line,
+    visible,
+)
 from workflows import names
 from workflows.model import (
     AgentEvent,
@@ -39,6 +49,7 @@ from workflows.model import (
     ChatMessage,
     ToolApprovalResponse,
 )
+from workflows.rules import PolicyView
 
 WORKER_WAIT_SECONDS = 30.0
 """Queries and updates need a worker; say so instead of hanging when none answers."""
@@ -139,6 +150,9 @@ async def cmd_run(ctx: Ctx, args: argparse.Namespace) -> int:
         options["tools"] = split_names(args.tools)
     if args.approval_required is not None:
         options["approval_required"] = split_names(args.approval_required)
+    policy = run_policy(getattr(args, "rule_specs", None), args.policy)
+    if policy is not None:
+        options["approval_policy"] = policy
     run_input = AgentRunInput(
         messages=[ChatMessage.user(args.prompt)], options=AgentRunOptions(**options)
     )
@@ -158,12 +172,18 @@ async def cmd_run(ctx: Ctx, args: argparse.Namespace) -> int:
 async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
     action = "approve" if approved else "reject"
     handle = await running_handle(ctx, args.workflow_id, f"{action} {args.call_id}")
-    response = ToolApprovalResponse(
-        call_id=args.call_id,
-        approved=approved,
-        reason=None if approved else args.reason,
-        approver=args.approver or default_approver(),
-    )
+    arguments = getattr(args, "arguments", None)
+    try:
+        response = ToolApprovalResponse(
+            call_id=args.call_id,
+            approved=approved,
+            reason=None if approved else args.reason,
+            approver=args.approver or default_approver(),
+            remember=bool(args.remember),
+            arguments=arguments,
+        )
+    except ValidationError as err:
+        raise CliError(f"--arguments: {err.errors()[0]['msg']}") from None
     try:
         remaining = await submit_answer(handle, response)
     except AnswerNotDelivered as err:
@@ -177,7 +197,11 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
             "still_pending": [c.model_dump(mode="json") for c in remaining],
         }
     )
-    verdict = "approved" if approved else f"rejected ({args.reason})"
+    verdict = "approved" if approved else f"rejected ({visible(args.reason)})"
+    if response.arguments is not None:
+        verdict += f" with arguments {arguments_display(response.arguments)}"
+    if response.remember:
+        verdict += f"; from now on {'allowed' if approved else 'denied'} in this run"
     left = ", ".join(c.id for c in remaining) or "none"
     ctx.out.line(f"{args.call_id} {verdict} by {response.approver}; still pending: {left}")
     return EXIT_OK
@@ -189,6 +213,27 @@ async def cmd_approve(ctx: Ctx, args: argparse.Namespace) -> int:
 
 async def cmd_reject(ctx: Ctx, args: argparse.Namespace) -> int:
     return await _answer(ctx, args, approved=False)
+
+
+async def cmd_policy(ctx: Ctx, args: argparse.Namespace) -> int:
+    """The run's effective approval rules; with `--set FILE`, replace the run's rules first."""
+    if args.set is not None:
+        rules = load_policy(args.set)
+        handle = await running_handle(ctx, args.workflow_id, "change its rules")
+        view: PolicyView = await with_worker(
+            ctx,
+            handle.execute_update(names.UPDATE_SET_APPROVAL_POLICY, rules, result_type=PolicyView),
+        )
+    else:
+        await describe_status(ctx, args.workflow_id)
+        handle = ctx.client.get_workflow_handle(args.workflow_id)
+        view = await with_worker(ctx, handle.query(names.QUERY_POLICY, result_type=PolicyView))
+    ctx.out.data({"workflow_id": args.workflow_id, **view.model_dump(mode="json")})
+    if not view.rules:
+        ctx.out.line("no rules: every tool decides by its own default")
+    for index, rule in enumerate(view.rules):
+        ctx.out.line(f"{index:>3} {rule_line(rule)}")
+    return EXIT_OK
 
 
 async def cmd_cancel(ctx: Ctx, args: argparse.Namespace) -> int:

@@ -306,21 +306,28 @@ def interactive_approvals(out: Output, approver: str | None = None) -> AwaitingH
     async def decide(handle: WorkflowHandle[object, object], calls: list[ToolCall]) -> None:
         for call in calls:
             while True:
-                answer = await _ask(f"approve {call_text(call)}? [y]es / [n]o / [s]kip: ")
+                answer = await _ask(
+                    f"approve {call_text(call)}? [y]es / [a]lways allow {visible(call.name)}"
+                    " in this run / [n]o / [s]kip: "
+                )
                 if answer is None:
                     return
                 choice = answer.strip().lower()
-                if choice in {"y", "yes", "n", "no", "s", "skip", ""}:
+                if choice in {"y", "yes", "a", "always", "n", "no", "s", "skip", ""}:
                     break
             if choice in {"s", "skip", ""}:
                 out.info(f"  skipped {visible(call.id)}: answer later with approve/reject")
                 continue
             reason: str | None = None
-            approved = choice in {"y", "yes"}
+            approved = choice in {"y", "yes", "a", "always"}
             if not approved:
                 reason = (await _ask("reason (empty: User denied): ") or "").strip() or None
             response = ToolApprovalResponse(
-                call_id=call.id, approved=approved, reason=reason, approver=who
+                call_id=call.id,
+                approved=approved,
+                reason=reason,
+                approver=who,
+                remember=choice in {"a", "always"},
             )
             try:
                 await submit_answer(handle, response)

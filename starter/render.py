@@ -22,6 +22,7 @@ from workflows.model import (
     WarningEvent,
 )
 from workflows.reconstruction import parse_arguments
+from workflows.rules import PolicyEntry
 
 TOOL_RESULT_PREVIEW = 300
 
@@ -106,8 +107,16 @@ def event_line(event: AgentEvent) -> str:
     if isinstance(event, ApprovalEvent):
         verdict = "approved" if event.approved else "rejected"
         by = f" by {visible(event.approver)}" if event.approver else ""
+        if event.source == "policy":
+            by = f" by policy rule {event.rule}"
+        elif event.source == "timeout":
+            by = " by the approval timeout"
         why = f": {visible(event.reason)}" if event.reason else ""
-        return f"{r} approval {visible(event.call_id)} {verdict}{by}{why}"
+        edited = ""
+        if event.arguments is not None:
+            edited = f" with arguments {arguments_display(event.arguments)}"
+            edited += f" (the model's: {arguments_display(event.original_arguments)})"
+        return f"{r} approval {visible(event.call_id)} {verdict}{by}{why}{edited}"
     if isinstance(event, ToolResultEvent):
         content = one_line(event.content, TOOL_RESULT_PREVIEW)
         return f"{r} tool_result {visible(event.call_id)} {visible(event.name)}: {content}"
@@ -118,6 +127,15 @@ def event_line(event: AgentEvent) -> str:
     if isinstance(event, FinishedEvent):
         return f"finished: {event.finish_reason}"
     return f"{r} {event.type}"  # pragma: no cover - every type is handled above
+
+
+def rule_line(rule: PolicyEntry) -> str:
+    """One effective rule, e.g. `run  allow run_command when command=git status*`."""
+    when = ""
+    if rule.when:
+        when = " when " + ", ".join(f"{visible(k)}={visible(v)}" for k, v in rule.when.items())
+    why = f" ({visible(rule.reason)})" if rule.reason else ""
+    return f"{rule.origin:<8} {rule.decision:<5} {visible(rule.tool)}{when}{why}"
 
 
 def event_json(event: AgentEvent) -> str:
