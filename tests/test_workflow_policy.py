@@ -43,7 +43,7 @@ async def test_rules_allow_deny_and_ask(client, task_queue):
             text("done"),
         ]
     )
-    rules = [
+    rules: list[dict[str, Any]] = [
         {"tool": "run_command", "when": {"command": "git status*"}, "decision": "allow"},
         {"tool": "delete_path", "decision": "deny", "reason": "nothing is deleted"},
         {"tool": "list_dir", "decision": "ask"},
