@@ -148,4 +148,4 @@ async def test_the_temporal_cli_reads_and_sets_the_rules(agent: Agent, env) -> N
     assert json.loads(out)["result"]["rules"][0]["decision"] == "allow"
     result = await agent.handle(workflow_id).result()
     assert result.finish_reason == "stop"
-    assert '"exit_code": 0' in [m.content for m in result.messages if m.role == "tool"][0]
+    assert '"exit_code": 0' in next(m.content for m in result.messages if m.role == "tool")
