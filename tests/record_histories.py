@@ -45,6 +45,7 @@ from workflows.model import (
     ToolApprovalResponse,
     ToolCall,
 )
+from workflows.rules import ApprovalPolicy, PolicyRule, WorkerPolicy
 
 HISTORIES = Path(__file__).parent / "histories"
 RELEASE = "0.2"
@@ -340,6 +341,60 @@ async def too_many_calls(client: Client, queue: str) -> Handle:
     return handle
 
 
+async def policy_rules(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(
+        replies=[
+            calls(
+                ("c1", "run_command", '{"command": "git status"}'),
+                ("c2", "delete_path", '{"path": "logs"}'),
+                ("c3", "list_dir", '{"path": "."}'),
+            ),
+            text("done"),
+        ],
+        worker_rules=WorkerPolicy(defaults=[PolicyRule(tool="list_dir", decision="ask")]),
+    )
+    rules = ApprovalPolicy(
+        rules=[
+            PolicyRule(tool="run_command", when={"command": "git *"}, decision="allow"),
+            PolicyRule(tool="delete_path", decision="deny", reason="not here"),
+        ]
+    )
+    async with worker_for(client, queue, fake):
+        handle = await start_run(
+            client, queue, AgentRunInput.from_prompt("go", AgentRunOptions(approval_policy=rules))
+        )
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.signal("tool_approval", {"call_id": "c3", "approved": True})
+        await handle.result()
+    return handle
+
+
+async def policy_remember_edit(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(
+        replies=[
+            calls(
+                ("c1", "run_command", '{"command": "echo 1"}'),
+                ("c2", "run_command", '{"command": "echo 2"}'),
+            ),
+            calls(("c3", "delete_path", '{"path": "logs"}')),
+            text("done"),
+        ]
+    )
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.execute_update(
+            "submit_approval",
+            {"call_id": "c1", "approved": True, "remember": True, "arguments": {"command": "ls"}},
+        )
+        await wait_until(lambda: _pending_is(handle, "c3"))
+        await handle.execute_update(
+            "set_approval_policy", {"rules": [{"tool": "delete_path", "decision": "allow"}]}
+        )
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "approve": approve,
     "reject": reject,
@@ -361,6 +416,8 @@ SCENARIOS: dict[str, Scenario] = {
     "forged_publish": forged_publish,
     "cut_off_reply": cut_off_reply,
     "too_many_calls": too_many_calls,
+    "policy_rules": policy_rules,
+    "policy_remember_edit": policy_remember_edit,
 }
 
 

@@ -51,6 +51,8 @@ EXPECTED = {
     "0.2/forged_publish",
     "0.2/cut_off_reply",
     "0.2/too_many_calls",
+    "0.2/policy_rules",
+    "0.2/policy_remember_edit",
 }
 
 
