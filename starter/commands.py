@@ -316,6 +316,12 @@ async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
         ctx.out.line(f"{visible(run.workflow_id)} (round {status.round}, waiting {waited}):")
         for call in status.pending_approvals:
             ctx.out.line(f"  {call_text(call)}")
+        for answer in status.decided:
+            verdict = "allowed" if answer.approved else "denied"
+            who = f"rule {answer.rule}" if answer.source == "policy" else answer.source
+            if answer.source == "person" and answer.approver:
+                who = f"person {visible(answer.approver)}"
+            ctx.out.line(f"  {visible(answer.call_id)} already {verdict} by {who}")
     if not runs:
         ctx.out.line("no runs are waiting for approval")
     else:

@@ -55,6 +55,7 @@ class WaitingRun:
             "awaiting_since": status.awaiting_since.isoformat() if status.awaiting_since else None,
             "pending_count": len(status.pending_approvals),
             "pending": [c.model_dump(mode="json") for c in status.pending_approvals],
+            "decided": [d.model_dump(mode="json") for d in status.decided],
             "details": "available",
         }
 

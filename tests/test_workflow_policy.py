@@ -4,6 +4,9 @@ and replace the run's rules while it waits."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import sys
 from typing import Any
 
 import pytest
@@ -54,6 +57,15 @@ async def test_rules_allow_deny_and_ask(client, task_queue):
         waiting = await wait_for_phase(handle, "awaiting_approval")
         # c2 chains a second command: the allow pattern does not match it, so a person decides.
         assert [c.id for c in waiting.pending_approvals] == ["c2", "c4"]
+        assert [(d.call_id, d.source, d.rule) for d in waiting.decided] == [
+            ("c1", "policy", 0),
+            ("c3", "policy", 1),
+            ("c5", "policy", 3),
+        ]
+        listed = await starter_pending(client, task_queue)
+        assert f"{handle.id} (round 0" in listed
+        assert "c1 already allowed by rule 0" in listed
+        assert "c3 already denied by rule 1" in listed
         await handle.signal("tool_approval", {"call_id": "c2", "approved": False})
         await handle.signal("tool_approval", {"call_id": "c4", "approved": True})
         result = await handle.result()
@@ -259,6 +271,26 @@ async def test_invalid_rules_at_start_fail_the_run(client, task_queue):
     assert isinstance(cause, ApplicationError) and cause.type == "InvalidAgentRunInput"
     assert "approval_policy" in cause.message
     assert fake.llm_requests == []
+
+
+async def starter_pending(client: Any, task_queue: str) -> str:
+    """`python -m starter pending` as a process against the session dev server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "AGENT_"))}
+    env.update(
+        TEMPORAL_ADDRESS=client.service_client.config.target_host, AGENT_TASK_QUEUE=task_queue
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "starter",
+        "pending",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
 
 
 async def _warned(handle: Any) -> bool:

@@ -622,6 +622,7 @@ class AgentWorkflow:
             finish_reason=self._finish_reason,
             cancel_requested=state.cancel is not None,
             awaiting_since=state.approval_wait.since if awaiting and state.approval_wait else None,
+            decided=[] if self._finished else list(state.answers.values()),
         )
 
     @workflow.query(name=names.QUERY_EVENTS)
@@ -660,14 +661,14 @@ class AgentWorkflow:
             reason=response.reason,
             approver=response.approver,
             at=workflow.now(),
+            source=source,
+            rule=rule,
         )
         state.answers[response.call_id] = record
         edit = self._apply_edit(response)
         self._emit(
             ApprovalEvent(
                 **record.model_dump(),
-                source=source,
-                rule=rule,
                 arguments=None if edit is None else bounds.event_arguments(edit[0]),
                 original_arguments=None if edit is None else bounds.event_arguments(edit[1]),
             )

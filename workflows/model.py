@@ -196,9 +196,13 @@ class ApprovalRecord(BaseModel):
     reason: str | None = None
     approver: str | None = None
     at: datetime
+    source: ApprovalSource = "person"
+    """Who decided: a `person`, the `policy` (a rule) or the approval `timeout`."""
+    rule: int | None = None
+    """With `source: policy`: the deciding rule's index in the `policy` query's list."""
 
 
-# ---- Events (the seed's AgentResponseUpdate stream) ----
+# ---- Events (what clients follow as progress) ----
 
 
 class BaseEvent(BaseModel):
@@ -318,7 +322,10 @@ class AgentStatus(BaseModel):
     finish_reason: FinishReason | None = None
     cancel_requested: bool = False
     awaiting_since: datetime | None = None
-    """Workflow time at which the current approval wait began (not in the SPEC; for inboxes)."""
+    """Workflow time at which the current approval wait began (for inboxes)."""
+    decided: list[ApprovalRecord] = Field(default_factory=list)
+    """The answers already recorded for the pending calls (by a person, a rule or the timeout),
+    so an inbox can show which rule decided what while the rest wait."""
 
 
 # ---- Activity contracts ----
