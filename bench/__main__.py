@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 import tempfile
@@ -17,6 +16,7 @@ from typing import Any
 
 from bench.harness import FULL, QUICK, Bench, start_server
 from bench.report import Figure, machine_info, table, write_json
+from starter.process import exit_now
 
 Measure = Callable[[Bench], Awaitable[list[Figure]]]
 
@@ -113,12 +113,7 @@ async def run(args: argparse.Namespace) -> int:
 
 
 def main() -> None:
-    code = asyncio.run(run(parse_args(sys.argv[1:])))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # sdk-python issue 300: a process that used a Temporal client can SIGSEGV at interpreter
-    # shutdown (the Rust core's threads race finalisation), so skip interpreter teardown.
-    os._exit(code)
+    exit_now(asyncio.run(run(parse_args(sys.argv[1:]))))
 
 
 if __name__ == "__main__":

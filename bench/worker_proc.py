@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
-import sys
 
 from temporalio.client import Client
 
 from bench.harness import worker
 from bench.stubs import RUN_COMMAND, FakeAgent, Stamps, bare_activities
 from starter.connect import data_converter
+from starter.process import exit_now
 
 
 async def serve(address: str, namespace: str, task_queue: str, kind: str) -> None:
@@ -44,8 +43,4 @@ if __name__ == "__main__":
     parser.add_argument("--kind", choices=["agent", "bare"], required=True)
     args = parser.parse_args()
     asyncio.run(serve(args.address, args.namespace, args.task_queue, args.kind))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # sdk-python issue 300: a process that used a Temporal client can SIGSEGV at interpreter
-    # shutdown, so leave without interpreter teardown.
-    os._exit(0)
+    exit_now(0)

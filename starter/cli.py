@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import suppress
 from typing import NoReturn
 
 from starter import commands
@@ -15,6 +13,7 @@ from starter.codec import KeyConfigError
 from starter.connect import connect, connect_config, data_converter
 from starter.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, cannot_reach, translate
 from starter.output import Output
+from starter.process import exit_now
 from starter.telemetry import install_quiet_runtime
 
 Command = Callable[[commands.Ctx, argparse.Namespace], Awaitable[int]]
@@ -230,11 +229,4 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         code = 130
     except SystemExit as exit_:  # argparse: --help and usage errors
         code = exit_.code if isinstance(exit_.code, int) else EXIT_OK
-    # Known SDK wart (temporalio/sdk-python issue 300): a process that used a Temporal client can
-    # crash (SIGSEGV/SIGABRT) during interpreter shutdown after its work is done, which would
-    # replace our exit code. Flush and leave with os._exit so the code is ours.
-    with suppress(Exception):
-        sys.stdout.flush()
-    with suppress(Exception):
-        sys.stderr.flush()
-    os._exit(code)
+    exit_now(code)

@@ -18,6 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from starter.codec import ENV_KEY, ENV_KEYS
 from starter.connect import data_converter
+from starter.process import exit_now
 from starter.search_attributes import ensure_search_attributes
 
 
@@ -118,6 +119,4 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _exit_status and not hasattr(config, "workerinput"):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(_exit_status[-1])
+        exit_now(_exit_status[-1])

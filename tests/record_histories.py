@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -31,6 +30,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from starter import live
 from starter.connect import data_converter
+from starter.process import exit_now
 from starter.search_attributes import ensure_search_attributes
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, wait_until, worker_for
@@ -461,8 +461,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    # sdk-python issue 300: a process that used a Temporal client can crash while the
-    # interpreter shuts down, after its work is done; end deliberately instead.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    exit_now(0)
