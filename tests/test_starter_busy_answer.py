@@ -54,15 +54,18 @@ async def test_approve_waits_for_a_free_update_slot(agent: Agent) -> None:
     )
     assert watcher.stdout is not None and watcher.stderr is not None
     try:
-        approve = asyncio.create_task(
-            agent.cli("approve", workflow_id, "call_1", "--approver", "ann", timeout=90)
-        )
         started = asyncio.get_running_loop().time()
-        # While no slot is free, the follower reads the run through the poll query.
+        # While no slot is free, the follower reads the run through the poll query: it shows
+        # the call waiting before anyone answers it.
         seen = b""
         async with asyncio.timeout(HELD_SECONDS - 2):
             while b"needs approval: call_1" not in seen:
-                seen += await watcher.stdout.readline()
+                line = await watcher.stdout.readline()
+                assert line, f"watch ended early: {seen.decode()!r}"
+                seen += line
+        approve = asyncio.create_task(
+            agent.cli("approve", workflow_id, "call_1", "--approver", "ann", timeout=90)
+        )
         held_for = HELD_SECONDS - (asyncio.get_running_loop().time() - started)
         await asyncio.wait({approve}, timeout=held_for)  # (a run that admits fewer long polls
         # has free slots: the answer goes through at once and the run ends)
