@@ -51,6 +51,7 @@ from workflows.agent import AgentWorkflow
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
+    AgentRunOptions,
     AgentRunResult,
     ChatMessage,
     ErrorEvent,
@@ -98,13 +99,17 @@ async def run_agent(
     settings: Settings,
     http: httpx.AsyncClient,
     prompt: str = "list the workspace",
+    options: AgentRunOptions | None = None,
 ) -> tuple[AgentRunResult, list[AgentEvent], WorkflowHandle[Any, Any]]:
     acts = AgentActivities(client, settings, build_default_registry(settings.workspace), http)
     async with Worker(
         client, task_queue=task_queue, workflows=[AgentWorkflow], activities=acts.all()
     ):
         handle = await start_run(
-            client, task_queue, AgentRunInput.from_prompt(prompt), f"llm-runs-{uuid.uuid4()}"
+            client,
+            task_queue,
+            AgentRunInput.from_prompt(prompt, options),
+            f"llm-runs-{uuid.uuid4()}",
         )
         result = await asyncio.wait_for(handle.result(), 45)
         log = await events(handle)
@@ -146,6 +151,36 @@ async def test_a_length_cut_reply_then_an_acceptable_request(
     assert fake.rejected == 0 and fake.request_count == 2
     assert sent_arguments(fake.requests[1]) == ['{"path": "."}', "{}"]
     assert json.loads(result.messages[2].content)["ok"] is True  # the whole call ran
+
+
+@pytest.mark.parametrize("force_json", [False, True], ids=["streamed", "not-streamed"])
+async def test_a_cut_off_call_that_needs_approval_never_waits_for_a_person(
+    client, task_queue, fake, workspace, http, force_json
+):
+    whole = ("call_1", "list_dir", '{"path": "."}')
+    cut = ("call_2", "run_command", '{"command": "rm -rf')
+    fake.enqueue(cut_short(whole, cut, force_json=force_json), text("Listed; the rest was cut."))
+    result, log, _ = await run_agent(
+        client, task_queue, settings_for(fake.base_url, workspace), http
+    )
+    assert "awaiting_approval" not in [e.type for e in log]
+    needs = {e.call_id: e.requires_approval for e in log if e.type == "tool_call"}
+    assert needs == {"call_1": False, "call_2": False}
+    assert any(e.type == "warning" and "token limit" in e.message for e in log)
+    tools = {m.tool_call_id: m.content for m in result.messages if m.role == "tool"}
+    assert json.loads(tools["call_1"])["ok"] is True
+    assert "Invalid tool arguments" in tools["call_2"]
+    assert fake.rejected == 0 and fake.request_count == 2
+    assert result.finish_reason == "stop"
+
+
+async def test_the_runs_max_tokens_reaches_the_server(client, task_queue, fake, workspace, http):
+    settings = settings_for(fake.base_url, workspace, llm_max_tokens=300)
+    result, _, _ = await run_agent(
+        client, task_queue, settings, http, options=AgentRunOptions(max_tokens=42)
+    )
+    assert result.finish_reason == "stop"
+    assert [body["max_tokens"] for body in fake.requests] == [42, 42]
 
 
 # ------------------------------------------- one `call_llm`, through the worker, as it returns
