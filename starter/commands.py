@@ -11,12 +11,17 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter.answers import AnswerNotDelivered, submit_answer
 from starter.connect import task_queue
-from starter.errors import EXIT_OK, EXIT_RUN_NOT_OK, CliError, not_found
+from starter.errors import EXIT_OK, EXIT_RUN_NOT_OK, CliError, not_found, refusal
 from starter.follow import (
     Followed,
     cli_name,
@@ -220,10 +225,13 @@ async def cmd_policy(ctx: Ctx, args: argparse.Namespace) -> int:
     if args.set is not None:
         rules = load_policy(args.set)
         handle = await running_handle(ctx, args.workflow_id, "change its rules")
-        view: PolicyView = await with_worker(
-            ctx,
-            handle.execute_update(names.UPDATE_SET_APPROVAL_POLICY, rules, result_type=PolicyView),
+        update = handle.execute_update(
+            names.UPDATE_SET_APPROVAL_POLICY, rules, result_type=PolicyView
         )
+        try:
+            view: PolicyView = await with_worker(ctx, update)
+        except WorkflowUpdateFailedError as err:
+            raise CliError(f"the workflow refused the rules: {refusal(err)}") from None
     else:
         await describe_status(ctx, args.workflow_id)
         handle = ctx.client.get_workflow_handle(args.workflow_id)

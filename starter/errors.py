@@ -42,6 +42,12 @@ def not_found(workflow_id: str, namespace: str) -> CliError:
     return CliError(f"no workflow with id '{workflow_id}' in namespace '{namespace}'")
 
 
+def refusal(err: WorkflowUpdateFailedError) -> str:
+    """Why the workflow refused an update, in its own words."""
+    cause = err.cause
+    return cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+
+
 def translate(err: BaseException, *, workflow_id: str | None, namespace: str) -> CliError:
     """Turn an SDK exception into a one-line CliError."""
     if isinstance(err, CliError):
@@ -50,9 +56,7 @@ def translate(err: BaseException, *, workflow_id: str | None, namespace: str) ->
     if undecryptable is not None:  # one line naming the key id this program lacks
         return CliError(str(undecryptable))
     if isinstance(err, WorkflowUpdateFailedError):
-        cause = err.cause
-        reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
-        return CliError(f"the workflow rejected the answer: {reason}")
+        return CliError(f"the workflow rejected the answer: {refusal(err)}")
     if isinstance(err, WorkflowAlreadyStartedError):
         return CliError(f"a run with id '{err.workflow_id}' already exists; choose another --id")
     if isinstance(err, RPCError):

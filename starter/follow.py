@@ -22,11 +22,11 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from starter import live
 from starter.answers import AnswerNotDelivered, submit_answer
+from starter.errors import refusal
 from starter.output import Output
 from starter.render import call_text, visible
 from workflows import names
@@ -332,9 +332,7 @@ def interactive_approvals(out: Output, approver: str | None = None) -> AwaitingH
             try:
                 await submit_answer(handle, response)
             except WorkflowUpdateFailedError as err:
-                cause = err.cause
-                why = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
-                out.info(f"  not accepted: {visible(why)}")
+                out.info(f"  not accepted: {visible(refusal(err))}")
             except AnswerNotDelivered as err:
                 why = "the run is busy" if err.busy else "no worker answered"
                 out.info(
