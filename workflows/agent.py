@@ -159,30 +159,7 @@ class AgentWorkflow:
     @workflow.run
     async def run(self, input: AgentRunInput) -> AgentRunResult:
         try:
-            if self._state.tool_specs is None:
-                specs = await workflow.execute_activity(
-                    names.ACTIVITY_LIST_TOOLS,
-                    result_type=list[ToolSpec],
-                    start_to_close_timeout=timedelta(seconds=30),
-                    summary="list the worker's tools",
-                )
-                self._approvals.know_tools(specs)
-            if self._reads_worker_policy and self._state.worker_policy is None:
-                self._state.worker_policy = await workflow.execute_activity(
-                    names.ACTIVITY_WORKER_POLICY,
-                    result_type=WorkerPolicy,
-                    start_to_close_timeout=timedelta(seconds=30),
-                    summary="read the worker's approval rules",
-                )
-            if self._state.generation == 0:
-                self._warn_unknown_options()
-                size = self._conversation_bytes()
-                if self._hardened and size > MAX_CONVERSATION_BYTES:
-                    result = self._finish("error", _too_large(size))
-                    await self._live.close()
-                    return result
-                self._apply_seed_responses()
-            result = await self._loop()
+            result = await self._prepare() or await self._loop()
             await self._live.close()
             return result
         except BaseException as err:
@@ -194,6 +171,34 @@ class AgentWorkflow:
             self._finish("cancelled", CANCELLED_MESSAGE)
             await self._live.close()
             raise
+
+    async def _prepare(self) -> AgentRunResult | None:
+        """Read what a run needs once (the worker's tools and rules; carried afterwards) and, in
+        the first generation, check the input. A result when the run ends right there."""
+        state = self._state
+        if state.tool_specs is None:
+            specs = await workflow.execute_activity(
+                names.ACTIVITY_LIST_TOOLS,
+                result_type=list[ToolSpec],
+                start_to_close_timeout=timedelta(seconds=30),
+                summary="list the worker's tools",
+            )
+            self._approvals.know_tools(specs)
+        if self._reads_worker_policy and state.worker_policy is None:
+            state.worker_policy = await workflow.execute_activity(
+                names.ACTIVITY_WORKER_POLICY,
+                result_type=WorkerPolicy,
+                start_to_close_timeout=timedelta(seconds=30),
+                summary="read the worker's approval rules",
+            )
+        if state.generation > 0:
+            return None
+        self._warn_unknown_options()
+        size = self._conversation_bytes()
+        if self._hardened and size > MAX_CONVERSATION_BYTES:
+            return self._finish("error", _too_large(size))
+        self._apply_seed_responses()
+        return None
 
     async def _loop(self) -> AgentRunResult:
         state = self._state
