@@ -5,6 +5,7 @@ environment a stdio server gets. And the pure parts: the config file, names, res
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -168,7 +169,9 @@ def _tool(name: str, **annotations: bool) -> mcp_types.Tool:
 def test_two_tools_of_one_server_that_come_out_with_one_name_are_refused():
     server = McpServer(McpServerConfig(name="s", command="x"))
     server.tools = [_tool("a.b"), _tool("a/b")]
-    with pytest.raises(McpConfigError, match="'a.b' and 'a/b' would both be offered as 's__a_b'"):
+    with pytest.raises(
+        McpConfigError, match=re.escape("'a.b' and 'a/b' would both be offered as 's__a_b'")
+    ):
         server.as_tools()
 
 
@@ -195,7 +198,7 @@ def test_results_structured_text_and_errors():
     assert result_data(mcp_types.CallToolResult(content=[text, second])) == "line one\nline two"
     structured = mcp_types.CallToolResult(content=[text], structured_content={"n": 1})
     assert result_data(structured) == {"n": 1}
-    with pytest.raises(ToolError, match="^line one$"):
+    with pytest.raises(ToolError, match=r"^line one$"):
         result_data(mcp_types.CallToolResult(content=[text], is_error=True))
 
 
