@@ -26,7 +26,7 @@ from temporalio.worker import Worker, WorkerConfig
 
 from activities.agent_activities import AgentActivities
 from activities.settings import Settings
-from activities.tools import Tool, build_default_registry
+from activities.tools import Tool, ToolRegistry, build_default_registry
 from activities.tools.loading import ToolCatalog, load_tools
 from activities.tools.mcp import McpServers
 from activities.tools.sandbox import CommandPolicy, choose_policy
@@ -133,6 +133,13 @@ class AgentPlugin(SimplePlugin):
             self._catalog.add(tools, "AgentPlugin(tools=…)")
             if settings.mcp_config is not None:
                 self._mcp = McpServers.from_file(settings.mcp_config)
+
+    @property
+    def registry(self) -> ToolRegistry:
+        """The worker's tools (the MCP ones once the servers have started)."""
+        if self._catalog is None:
+            raise RuntimeError("AgentPlugin(activities=…) holds no tools")
+        return self._catalog.registry
 
     @property
     def tool_names(self) -> list[str]:

@@ -27,6 +27,7 @@ def figure_modules() -> dict[str, Measure]:
         cancel,
         encryption,
         history,
+        mcp,
         overhead,
         replay,
         sandbox,
@@ -42,6 +43,7 @@ def figure_modules() -> dict[str, Measure]:
         "replay": replay.measure,
         "sandbox": sandbox.measure,
         "encryption": encryption.measure,
+        "mcp": mcp.measure,
     }
 
 

@@ -35,6 +35,7 @@ FIGURES = [
     "sandbox.per_command",
     "encryption.per_round",
     "encryption.history_bytes_per_round",
+    "mcp.per_call",
 ]
 
 

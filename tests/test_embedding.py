@@ -30,9 +30,7 @@ async def test_the_documented_example_runs_a_tool_of_its_own(client, tmp_path):
             text("There are 4 words."),
         )
         env = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith(("TEMPORAL_", "LLM_", "AGENT_"))
+            k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "LLM_", "AGENT_"))
         }
         env.update(
             {
