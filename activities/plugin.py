@@ -8,8 +8,8 @@
 `execute_tool`) over the worker's tools (the built-ins, `AGENT_TOOLS`, the plugin's `tools`,
 the `AGENT_MCP_CONFIG` servers' tools) and the heartbeat tuning that lets an immediate cancel
 reach a running activity; and it gives any `Client` the project's data converter (pydantic, and
-the encryption codec when a key is set). `run_worker` is the worker of `worker.py`, the demo,
-the tests and the benchmark, built through the plugin.
+the encryption codec when a key is set). `run_worker` is the worker of `worker.py`, the demo and
+the tests, built through the plugin.
 """
 
 from __future__ import annotations

@@ -327,3 +327,43 @@ async def test_the_entry_can_require_approval_for_every_tool(client, task_queue,
         await handle.signal("tool_approval", {"call_id": "call_1", "approved": True})
         result = await handle.result()
     assert tool_content(result, "call_1")["ok"] is True
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+async def test_python_worker_py_starts_its_mcp_servers_and_stops_them(client, task_queue, tmp_path):
+    from tests.reliability.processes import WORKER_CLEAN_EXIT_CODES, start_worker, worker_env
+
+    config = tmp_path / "mcp.json"
+    servers = {"own": own_stdio_server(), "time": {"command": str(BIN / "mcp-server-time")}}
+    config.write_text(json.dumps({"mcpServers": servers}))
+    env = worker_env(
+        address=client.service_client.config.target_host,
+        task_queue=task_queue,
+        workspace=tmp_path / "ws",
+        state_dir=tmp_path / "state",
+        llm_base_url=None,
+        extra={"AGENT_MCP_CONFIG": str(config), "AGENT_BUILTIN_TOOLS": "no"},
+    )
+    worker = await start_worker("mcp-worker", env, tmp_path / "logs")
+    try:
+        ready = await worker.wait_for_line("worker ready")
+        assert " tools=10 " in ready, ready  # 8 of our own server, 2 of the time server
+        servers_running = children(worker.pid)
+        assert len(servers_running) == 2, servers_running
+    finally:
+        code = worker.stop()
+    assert code in WORKER_CLEAN_EXIT_CODES, worker.stderr_tail()
+    assert [p for p in servers_running if _running(p)] == []
+
+
+def _running(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists() and not _zombie(pid)

@@ -4,6 +4,7 @@ environment a stdio server gets. And the pure parts: the config file, names, res
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -239,3 +240,29 @@ def test_the_config_file_must_be_json_with_mcp_servers(tmp_path):
         "http://127.0.0.1:1/mcp",
         {"A": "b"},
     )
+
+
+async def test_parallel_calls_share_one_session_and_one_restart(tmp_path):
+    group, tools = await started({"own": own()})
+    try:
+        replies = await asyncio.gather(
+            *(tools["own__echo"].run({"text": str(i)}) for i in range(10))
+        )
+        assert [r["text"] for r in replies] == [str(i) for i in range(10)]
+        before = await tools["own__pid"].run({})
+        os.kill(int(before), signal.SIGKILL)
+        pids = await asyncio.gather(*(tools["own__pid"].run({}) for _ in range(5)))
+        assert len(set(pids)) == 1 and pids[0] != before  # one new server for all five
+    finally:
+        await group.aclose()
+
+
+async def test_closing_stops_the_server_processes():
+    group, tools = await started({"own": own()})
+    pid = int(await tools["own__pid"].run({}))
+    await group.aclose()
+    assert not _exists(pid)
+
+
+def _exists(pid: int) -> bool:
+    return Path(f"/proc/{pid}").exists()

@@ -141,6 +141,10 @@ def parse_config(document: object, source: str = "AGENT_MCP_CONFIG") -> list[Mcp
         if url is not None and not isinstance(url, str):
             raise McpConfigError(f'{where}: "url" must be a string')
         approval = entry.get("approval", "annotations")
+        if approval not in APPROVALS:
+            raise McpConfigError(
+                f'{where}: "approval" must be one of {", ".join(APPROVALS)}, got {approval!r}'
+            )
         servers.append(
             McpServerConfig(
                 name=str(name),
@@ -149,7 +153,7 @@ def parse_config(document: object, source: str = "AGENT_MCP_CONFIG") -> list[Mcp
                 env=_string_map(entry.get("env", {}), f'{where}: "env"'),
                 url=url,
                 headers=_string_map(entry.get("headers", {}), f'{where}: "headers"'),
-                approval=approval if isinstance(approval, str) else repr(approval),  # type: ignore[arg-type]
+                approval=approval,
             )
         )
     return servers
@@ -310,8 +314,6 @@ class _Session:
             if err.code == mcp_types.CONNECTION_CLOSED:
                 raise _Broken(self._describe(err)) from err
             raise ToolError(f"MCP server '{self.config.name}' refused the call: {err}") from err
-        except ToolError:
-            raise
         except Exception as err:
             raise _Broken(self._describe(err)) from err
 
@@ -370,7 +372,7 @@ class McpServer:
                 f"MCP server '{self.name}' did not start and list its tools within"
                 f" {within:g} s{self._said(session)}"
             ) from None
-        except (_Broken, Exception) as err:
+        except Exception as err:  # it exited, or the handshake or the listing failed
             await session.close()
             raise McpStartError(f"MCP server '{self.name}' did not start: {err}") from None
         return self.tools
