@@ -218,39 +218,56 @@ def _zombie(pid: int) -> bool:
     return True
 
 
-@pytest.fixture
-def http_server(tmp_path: Path) -> Any:
+class HttpServer:
     """Our own streamable-HTTP MCP server on 127.0.0.1, started and stopped by pid."""
-    port = free_port()
-    notes = tmp_path / "notes.txt"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NOTES_FILE": str(notes)}
-    log = (tmp_path / "http-server.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.mcp_server", "http", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        for _ in range(200):
-            if port_open(port) or proc.poll() is not None:
+
+    def __init__(self, folder: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.notes = folder / "notes.txt"
+        self.log_path = folder / "http-server.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "NOTES_FILE": str(self.notes)}
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tests.mcp_server", "http", "--port", str(self.port)],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        for _ in range(400):
+            if port_open(self.port) or self.proc.poll() is not None:
                 break
             subprocess.run(["sleep", "0.05"], check=True)
-        assert port_open(port), (tmp_path / "http-server.log").read_text()
-        yield f"http://127.0.0.1:{port}/mcp", notes
-    finally:
-        proc.send_signal(signal.SIGTERM)
+        assert port_open(self.port), self.log_path.read_text()
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(timeout=10)
+            self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-        log.close()
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Any:
+    server = HttpServer(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 async def test_a_streamable_http_server_of_our_own(client, task_queue, tmp_path, http_server):
-    url, notes = http_server
+    url, notes = http_server.url, http_server.notes
     servers = {"web": {"url": url, "headers": {"X-Test": "1"}}}
     async with agent_worker(client, task_queue, tmp_path, servers) as fake:
         fake.enqueue(
@@ -367,3 +384,28 @@ async def test_python_worker_py_starts_its_mcp_servers_and_stops_them(client, ta
 
 def _running(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists() and not _zombie(pid)
+
+
+async def test_an_http_server_that_went_away_is_an_error_result_until_it_is_back(
+    client, task_queue, tmp_path, http_server
+):
+    servers = {"web": {"url": http_server.url}}
+    echo = ("call_1", "web__echo", '{"text": "hi"}')
+    async with agent_worker(client, task_queue, tmp_path, servers) as fake:
+
+        async def one_run() -> Any:
+            fake.enqueue(tool_calls(echo), text("done"))
+            handle = await start_run(client, task_queue, AgentRunInput.from_prompt("echo"))
+            return await handle.result()
+
+        before = await one_run()
+        http_server.stop()
+        gone = await one_run()
+        http_server.start()
+        back = await one_run()
+    assert tool_content(before, "call_1")["ok"] is True
+    failed = tool_content(gone, "call_1")
+    assert failed["ok"] is False and failed["data"] is None
+    assert failed["error"].startswith("MCP server 'web' failed: "), failed
+    assert gone.finish_reason == "stop"  # the run went on
+    assert tool_content(back, "call_1") == {"ok": True, "data": {"text": "hi", "length": 2}}
