@@ -40,6 +40,7 @@ import mcp_types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
 
 from activities.tools.base import Tool, ToolError
 
@@ -281,7 +282,7 @@ class _Session:
         except BaseException as err:
             if not self._ready.done():
                 self._ready.set_exception(_Broken(self._describe(err)))
-            if isinstance(err, asyncio.CancelledError):
+            if not isinstance(err, Exception):  # cancelled, or the process is ending
                 raise
         finally:
             self.client = None
@@ -314,7 +315,12 @@ class _Session:
             if err.code == mcp_types.CONNECTION_CLOSED:
                 raise _Broken(self._describe(err)) from err
             raise ToolError(f"MCP server '{self.config.name}' refused the call: {err}") from err
-        except Exception as err:
+        except ValidationError as err:  # alive, but its answer does not fit the protocol
+            raise ToolError(
+                f"MCP server '{self.config.name}' sent a result that could not be read:"
+                f" {err.error_count()} problem(s), e.g. {err.errors()[0]['msg']}"
+            ) from err
+        except Exception as err:  # the process or the connection is gone
             raise _Broken(self._describe(err)) from err
 
     async def close(self) -> None:
