@@ -115,6 +115,7 @@ class AgentPlugin(SimplePlugin):
         self._catalog: ToolCatalog | None = None
         self._mcp: McpServers | None = None
         self._started = False
+        self._mcp_tools_added = False
         self._agent_activities: list[AgentActivities] = []
         if activities is None:
             self._settings = settings = settings if settings is not None else Settings.from_env()
@@ -151,16 +152,16 @@ class AgentPlugin(SimplePlugin):
         start in time; ToolLoadError a name clash). Does nothing the second time."""
         if self._started:
             return
+        if self._mcp is not None and self._catalog is not None:
+            await self._mcp.start()
+            if not self._mcp_tools_added:  # a second start (after aclose) reuses the Tools
+                try:
+                    self._catalog.add_groups(self._mcp.tools())
+                except BaseException:
+                    await self._mcp.aclose()
+                    raise
+                self._mcp_tools_added = True
         self._started = True
-        if self._mcp is None or self._catalog is None:
-            return
-        await self._mcp.start()
-        try:
-            for origin, tools in self._mcp.tools():
-                self._catalog.add(tools, origin)
-        except BaseException:
-            await self._mcp.aclose()
-            raise
 
     async def aclose(self) -> None:
         """Stop the MCP servers and close the activities' HTTP clients."""

@@ -238,7 +238,7 @@ async def test_an_mcp_tool_that_takes_your_tool_s_name_stops_the_start(tmp_path)
     async def run(_args: dict[str, Any]) -> str:
         return ""
 
-    mine = Tool(name="time__get_current_time", description="mine", parameters={}, run=run)
+    mine = Tool(name="time__convert_time", description="mine", parameters={}, run=run)
     settings = Settings(
         llm_base_url=None,
         llm_api_key=None,
@@ -248,11 +248,13 @@ async def test_an_mcp_tool_that_takes_your_tool_s_name_stops_the_start(tmp_path)
         mcp_config=Path(mcp_config(tmp_path, {"time": {"command": str(BIN / "mcp-server-time")}})),
     )
     plugin = AgentPlugin(tools=[mine], settings=settings)
+    before = plugin.tool_names
     with pytest.raises(ToolLoadError) as caught:
         await plugin.start()
     await plugin.aclose()
+    assert plugin.tool_names == before  # none of the server's tools was added
     assert str(caught.value) == (
-        "two tools are named 'time__get_current_time' (AgentPlugin(tools=…) and MCP server 'time')"
+        "two tools are named 'time__convert_time' (AgentPlugin(tools=…) and MCP server 'time')"
     )
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import PydanticPayloadConverter
@@ -49,3 +52,18 @@ async def test_a_client_gets_the_agent_s_data_converter(client):
         client.service_client.config.target_host, namespace=client.namespace, plugins=[plugin]
     )
     assert connected.data_converter.payload_converter_class is PydanticPayloadConverter
+
+
+async def test_one_plugin_starts_its_mcp_servers_again_after_closing(tmp_path):
+    config = tmp_path / "mcp.json"
+    server = str(Path(sys.executable).parent / "mcp-server-time")
+    config.write_text(json.dumps({"mcpServers": {"time": {"command": server}}}))
+    environ = {"AGENT_WORKSPACE": str(tmp_path / "ws"), "AGENT_MCP_CONFIG": str(config)}
+    plugin = AgentPlugin(settings=Settings.from_env(environ))
+    for _ in range(2):  # e.g. two workers in a row, each starting and stopping the servers
+        await plugin.start()
+        assert plugin.tool_names[-2:] == ["time__get_current_time", "time__convert_time"]
+        tool = plugin.registry.get("time__get_current_time")
+        assert tool is not None
+        assert (await tool.run({"timezone": "UTC"}))["timezone"] == "UTC"
+        await plugin.aclose()

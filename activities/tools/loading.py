@@ -78,15 +78,25 @@ class ToolCatalog:
         self._origins: dict[str, str] = {}
 
     def add(self, tools: Iterable[Tool], origin: str) -> None:
-        for tool in tools:
-            if not isinstance(tool, Tool):
-                raise ToolLoadError(f"{origin} gave a {_describe(tool)}, not a Tool")
-            earlier = self._origins.get(tool.name)
-            if earlier is not None:
-                where = f"both from {origin}" if earlier == origin else f"{earlier} and {origin}"
-                raise ToolLoadError(f"two tools are named '{tool.name}' ({where})")
-            self._origins[tool.name] = origin
+        self.add_groups([(origin, list(tools))])
+
+    def add_groups(self, groups: Iterable[tuple[str, list[Tool]]]) -> None:
+        """Add every group's tools, or none of them when one is refused."""
+        seen = dict(self._origins)
+        adding: list[Tool] = []
+        for origin, tools in groups:
+            for tool in tools:
+                if not isinstance(tool, Tool):
+                    raise ToolLoadError(f"{origin} gave a {_describe(tool)}, not a Tool")
+                earlier = seen.get(tool.name)
+                if earlier is not None:
+                    both = f"both from {origin}" if earlier == origin else f"{earlier} and {origin}"
+                    raise ToolLoadError(f"two tools are named '{tool.name}' ({both})")
+                seen[tool.name] = origin
+                adding.append(tool)
+        for tool in adding:
             self.registry.register(tool)
+        self._origins = seen
 
     def origin(self, name: str) -> str | None:
         return self._origins.get(name)
