@@ -16,17 +16,8 @@ import mcp_types
 import pytest
 
 from activities.tools import Tool, ToolError
-from activities.tools.mcp import (
-    McpConfigError,
-    McpServer,
-    McpServerConfig,
-    McpServers,
-    McpStartError,
-    load_config,
-    offered_name,
-    parse_config,
-    result_data,
-)
+from activities.tools.mcp import McpServer, McpServers, McpStartError, offered_name, result_data
+from activities.tools.mcp_config import McpConfigError, McpServerConfig, load_config, parse_config
 from tests.reliability.processes import ROOT
 
 BIN = Path(sys.executable).parent
