@@ -257,3 +257,11 @@ async def test_closing_stops_the_server_processes():
 
 def _exists(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
+
+
+def test_a_server_s_long_description_is_cut():
+    server = McpServer(McpServerConfig(name="s", command="x"))
+    long_tool = _tool("long")
+    server.tools = [long_tool.model_copy(update={"description": "d" * 50_000})]
+    (tool,) = server.as_tools()
+    assert len(tool.description) == 4_000

@@ -271,3 +271,16 @@ async def test_the_plugin_refuses_a_client_without_the_agent_s_data_converter(cl
     plain = Client(client.service_client, namespace=client.namespace)  # the SDK's default converter
     with pytest.raises(ValueError, match="does not use the agent's data converter"):
         Worker(plain, task_queue=task_queue, plugins=[AgentPlugin(activities=[])])
+
+
+async def test_a_tool_list_too_big_for_a_run_to_carry_is_refused(tmp_path):
+    async def run(_args: dict[str, Any]) -> str:
+        return ""
+
+    wordy = Tool(name="wordy", description="w" * 200_000, parameters={}, run=run)
+    settings = Settings.from_env({"AGENT_WORKSPACE": str(tmp_path / "ws")})
+    with pytest.raises(ToolLoadError, match=r"take 20\d KB, more than the 160 KB a run can carry"):
+        AgentPlugin(tools=[wordy], settings=settings)
+    # The four built-ins and a modest tool of your own fit easily.
+    modest = Tool(name="modest", description="m" * 2_000, parameters={}, run=run)
+    assert AgentPlugin(tools=[modest], settings=settings).tool_names[-1] == "modest"

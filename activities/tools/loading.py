@@ -9,10 +9,20 @@ attribute is at fault: a name the model would see twice must never reach a run.
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Iterable
 from typing import Any
 
 from activities.tools.base import Tool, ToolRegistry
+
+TOOL_SPECS_BUDGET_BYTES = 160_000
+"""The worker's tool list (names, descriptions, schemas as JSON) is at most this big: a run
+records it once and hands it to its next generation beside a conversation of up to 1.4 MB, and
+that hand-over must stay under Temporal's 2 MB payload limit."""
+
+
+def specs_bytes(tools: Iterable[Tool]) -> int:
+    return sum(len(json.dumps(t.spec().model_dump(mode="json")).encode()) for t in tools)
 
 
 class ToolLoadError(ValueError):
@@ -94,6 +104,13 @@ class ToolCatalog:
                     raise ToolLoadError(f"two tools are named '{tool.name}' ({both})")
                 seen[tool.name] = origin
                 adding.append(tool)
+        current = [t for t in (self.registry.get(n) for n in self.registry.names) if t]
+        size = specs_bytes([*current, *adding])
+        if size > TOOL_SPECS_BUDGET_BYTES:
+            raise ToolLoadError(
+                f"the tools' names, descriptions and schemas take {size // 1000} KB, more than"
+                f" the {TOOL_SPECS_BUDGET_BYTES // 1000} KB a run can carry; offer fewer tools"
+            )
         for tool in adding:
             self.registry.register(tool)
         self._origins = seen
