@@ -20,6 +20,7 @@ STATE_DIR_NAME = ".agent-state"
 _FALSE = {"0", "false", "no", "off"}
 _TRUE = {"1", "true", "yes", "on"}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TOOL_SPEC = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _sandbox_mode(environ: Mapping[str, str]) -> SandboxMode:
@@ -37,6 +38,15 @@ def _env_names(environ: Mapping[str, str]) -> tuple[str, ...]:
         if not _ENV_NAME.fullmatch(name):
             raise ValueError(f"AGENT_COMMAND_ENV lists {name!r}, which is not a variable name")
     return tuple(dict.fromkeys(names))
+
+
+def _tool_specs(environ: Mapping[str, str]) -> tuple[str, ...]:
+    specs = [s.strip() for s in (environ.get("AGENT_TOOLS") or "").split(",")]
+    specs = [s for s in specs if s]
+    for spec in specs:
+        if not _TOOL_SPEC.fullmatch(spec):
+            raise ValueError(f"AGENT_TOOLS lists {spec!r}, which is not package.module:attribute")
+    return tuple(dict.fromkeys(specs))
 
 
 def _float(environ: Mapping[str, str], key: str, default: float) -> float:
@@ -148,6 +158,14 @@ class Settings:
     commands get, on top of PATH, HOME (set to the workspace) and LANG. Nothing else is passed."""
     command_network: bool = False
     """`AGENT_COMMAND_NETWORK=true`: sandboxed commands may use the network (default: none)."""
+    tools: tuple[str, ...] = ()
+    """`AGENT_TOOLS`: your own tools, as `package.module:attribute` (comma-separated), each a
+    `Tool`, an iterable of them, or a callable returning them; loaded beside the built-ins."""
+    builtin_tools: bool = True
+    """`AGENT_BUILTIN_TOOLS=false` (or `0`, `no`): leave the four built-in file tools out."""
+    mcp_config: Path | None = None
+    """`AGENT_MCP_CONFIG`: a JSON file in the `mcpServers` format; the worker starts those servers
+    and offers their tools as `NAME__TOOL`."""
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -169,6 +187,7 @@ class Settings:
         workspace.mkdir(parents=True, exist_ok=True)
         state_raw = (env.get("AGENT_STATE_DIR") or "").strip()
         state_dir = Path(state_raw).expanduser().resolve() if state_raw else None
+        mcp_raw = (env.get("AGENT_MCP_CONFIG") or "").strip()
         stream = (env.get("LLM_STREAM") or "true").strip().lower() not in _FALSE
         stream_deltas = (env.get("AGENT_STREAM_DELTAS") or "true").strip().lower() not in _FALSE
         flush_chars = int(_float(env, "AGENT_STREAM_FLUSH_CHARS", 2_000))
@@ -188,6 +207,9 @@ class Settings:
             sandbox=_sandbox_mode(env),
             command_env=_env_names(env),
             command_network=(env.get("AGENT_COMMAND_NETWORK") or "").strip().lower() in _TRUE,
+            tools=_tool_specs(env),
+            builtin_tools=(env.get("AGENT_BUILTIN_TOOLS") or "true").strip().lower() not in _FALSE,
+            mcp_config=Path(mcp_raw).expanduser().resolve() if mcp_raw else None,
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:

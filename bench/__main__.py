@@ -27,6 +27,7 @@ def figure_modules() -> dict[str, Measure]:
         cancel,
         encryption,
         history,
+        mcp,
         overhead,
         policy,
         replay,
@@ -44,6 +45,7 @@ def figure_modules() -> dict[str, Measure]:
         "sandbox": sandbox.measure,
         "encryption": encryption.measure,
         "policy": policy.measure,
+        "mcp": mcp.measure,
     }
 
 

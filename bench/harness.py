@@ -20,10 +20,10 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
+from activities.plugin import heartbeat_tuning
 from bench.bare_workflow import BareWorkflow
 from starter.connect import data_converter
 from starter.search_attributes import ensure_search_attributes
-from worker import heartbeat_tuning
 from workflows.agent import AgentWorkflow
 
 DEV_SERVER_ARGS = ["--log-level", "error"]

@@ -255,8 +255,8 @@ async def _client_or_embedded(out: Output) -> tuple[Client, WorkflowEnvironment 
 
 async def run_demo(out: Output) -> int:
     # Imported here so that the other commands do not need the worker's dependencies.
+    from activities.plugin import provider_name, run_worker
     from activities.settings import Settings
-    from worker import provider_name, run_worker
 
     started = time.monotonic()
     try:

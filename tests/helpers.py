@@ -66,14 +66,17 @@ def event_types(items: list[AgentEvent]) -> list[str]:
 
 
 def worker_for(client: Client, task_queue: str, fake: Any, **kwargs: Any) -> Any:
-    """A Worker running AgentWorkflow with the fake activities of `fake` (a FakeAgentActivities)."""
+    """A Worker running AgentWorkflow with the fake activities of `fake` (a FakeAgentActivities),
+    built through the agent's plugin like every production worker (so with its heartbeat
+    tuning)."""
     from temporalio.worker import Worker
+
+    from activities.plugin import AgentPlugin
 
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[AgentWorkflow],
-        activities=fake.activities(),
+        plugins=[AgentPlugin(activities=fake.activities())],
         **kwargs,
     )
 

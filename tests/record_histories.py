@@ -28,13 +28,13 @@ from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
+from activities.plugin import heartbeat_tuning
 from starter import live
 from starter.connect import data_converter
 from starter.process import exit_now
 from starter.search_attributes import ensure_search_attributes
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, wait_until, worker_for
-from worker import heartbeat_tuning
 from workflows import names
 from workflows.model import (
     AgentRunInput,

@@ -36,6 +36,7 @@ FIGURES = [
     "encryption.per_round",
     "encryption.history_bytes_per_round",
     "policy.per_call",
+    "mcp.per_call",
 ]
 
 

@@ -1,0 +1,245 @@
+"""The agent as a Temporal worker plugin, and the worker every program of the project runs.
+
+    plugin = AgentPlugin(tools=[my_tool], settings=Settings.from_env())
+    client = await Client.connect("localhost:7233", plugins=[plugin])
+    async with Worker(client, task_queue="agent", plugins=[plugin]): ...
+
+`AgentPlugin` gives any `Worker` AgentWorkflow, its activities (`list_tools`, `call_llm`,
+`execute_tool`) over the worker's tools (the built-ins, `AGENT_TOOLS`, the plugin's `tools`,
+the `AGENT_MCP_CONFIG` servers' tools) and the heartbeat tuning that lets an immediate cancel
+reach a running activity; and it gives any `Client` the project's data converter (pydantic, and
+the encryption codec when a key is set). `run_worker` is the worker of `worker.py`, the demo and
+the tests, built through the plugin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import timedelta
+from typing import Any, TypedDict
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import Worker, WorkerConfig
+
+from activities.agent_activities import AgentActivities
+from activities.settings import Settings
+from activities.tools import Tool, ToolRegistry, build_default_registry
+from activities.tools.loading import ToolCatalog, load_tools
+from activities.tools.mcp import McpServers
+from activities.tools.sandbox import CommandPolicy, choose_policy
+from starter.codec import EncryptionCodec
+from starter.connect import data_converter, task_queue
+from starter.decryption_log import log_decryption_failures_once
+from workflows.agent import AgentWorkflow
+
+PLUGIN_NAME = "durable-agent.AgentPlugin"
+GRACEFUL_SHUTDOWN_SECONDS = 10.0
+
+
+class HeartbeatTuning(TypedDict):
+    max_heartbeat_throttle_interval: timedelta
+    default_heartbeat_throttle_interval: timedelta
+
+
+def heartbeat_tuning() -> HeartbeatTuning:
+    """Worker options for every worker that runs AgentWorkflow's activities. Cancellation
+    reaches an activity only with a heartbeat the server answers; the SDK's default throttle (up
+    to 80% of the heartbeat timeout) would delay an immediate cancel by many seconds."""
+    return HeartbeatTuning(
+        max_heartbeat_throttle_interval=timedelta(milliseconds=500),
+        default_heartbeat_throttle_interval=timedelta(milliseconds=500),
+    )
+
+
+def command_policy(settings: Settings) -> CommandPolicy:
+    """How `run_command` runs on this machine (raises SandboxUnavailable when required)."""
+    return choose_policy(
+        settings.sandbox, network=settings.command_network, env_names=settings.command_env
+    )
+
+
+def no_sandbox_warning(policy: CommandPolicy) -> str:
+    passed = ", ".join(["PATH", "HOME", "LANG", *policy.env_names])
+    return (
+        f"worker: warning: run_command is not sandboxed ({policy.reason}): commands run as this"
+        f" user with only {passed} in their environment and are killed with their process group"
+        " when they end, but can read and write whatever the worker can; install bubblewrap, or"
+        " set AGENT_SANDBOX=required to refuse to start without it"
+    )
+
+
+def provider_name(settings: Settings) -> str:
+    """`scripted` (the rule-based stand-in) unless LLM_BASE_URL points at a real endpoint."""
+    return "openai-compatible" if settings.llm_base_url else "scripted"
+
+
+def _uses_project_converter(client: Client) -> bool:
+    converter = client.data_converter
+    return converter.payload_converter_class is PydanticPayloadConverter and isinstance(
+        converter.payload_codec, EncryptionCodec
+    )
+
+
+class AgentPlugin(SimplePlugin):
+    """AgentWorkflow and its activities for any Worker; the data converter for any Client.
+
+    `tools`: your own `Tool`s, offered beside the built-ins (unless `settings.builtin_tools` is
+    off), the `AGENT_TOOLS` ones and the MCP servers' (`settings.mcp_config`). Two tools with
+    one name raise ToolLoadError here (or, for an MCP tool, when the servers start).
+    `settings`: default `Settings.from_env()`. `commands`: how `run_command` runs (default: from
+    the settings, probed now). `activities`: register these instead of the agent's own (a
+    test's stand-ins); no tools are loaded then.
+
+    The MCP servers start with `start()` (or when a worker with this plugin runs) and stop with
+    `aclose()` (or when that worker stops). Use one plugin per worker.
+    """
+
+    def __init__(
+        self,
+        tools: Iterable[Tool] = (),
+        settings: Settings | None = None,
+        *,
+        commands: CommandPolicy | None = None,
+        activities: Sequence[Callable[..., Any]] | None = None,
+    ) -> None:
+        super().__init__(
+            PLUGIN_NAME,
+            data_converter=data_converter(),
+            workflows=[AgentWorkflow],
+        )
+        self._given_activities = activities
+        self._settings = settings
+        self._catalog: ToolCatalog | None = None
+        self._mcp: McpServers | None = None
+        self._started = False
+        self._mcp_tools_added = False
+        self._agent_activities: list[AgentActivities] = []
+        if activities is None:
+            self._settings = settings = settings if settings is not None else Settings.from_env()
+            self._catalog = ToolCatalog()
+            if settings.builtin_tools:
+                policy = commands if commands is not None else command_policy(settings)
+                builtin = build_default_registry(
+                    settings.workspace,
+                    command_timeout_seconds=settings.command_timeout_seconds,
+                    commands=policy,
+                )
+                found = (builtin.get(name) for name in builtin.names)
+                self._catalog.add([t for t in found if t is not None], "built-in")
+            for spec, loaded in load_tools(settings.tools):
+                self._catalog.add(loaded, f"AGENT_TOOLS {spec}")
+            self._catalog.add(tools, "AgentPlugin(tools=…)")
+            if settings.mcp_config is not None:
+                self._mcp = McpServers.from_file(settings.mcp_config)
+
+    @property
+    def registry(self) -> ToolRegistry:
+        """The worker's tools (the MCP ones once the servers have started)."""
+        if self._catalog is None:
+            raise RuntimeError("AgentPlugin(activities=…) holds no tools")
+        return self._catalog.registry
+
+    @property
+    def tool_names(self) -> list[str]:
+        """The names the model is offered (the MCP ones once the servers have started)."""
+        return [] if self._catalog is None else self._catalog.registry.names
+
+    async def start(self) -> None:
+        """Start the MCP servers and add their tools (McpStartError names a server that did not
+        start in time; ToolLoadError a name clash). Does nothing the second time."""
+        if self._started:
+            return
+        if self._mcp is not None and self._catalog is not None:
+            await self._mcp.start()
+            if not self._mcp_tools_added:  # a second start (after aclose) reuses the Tools
+                try:
+                    self._catalog.add_groups(self._mcp.tools())
+                except BaseException:
+                    await self._mcp.aclose()
+                    raise
+                self._mcp_tools_added = True
+        self._started = True
+
+    async def aclose(self) -> None:
+        """Stop the MCP servers and close the activities' HTTP clients."""
+        if self._mcp is not None:
+            await self._mcp.aclose()
+        for acts in self._agent_activities:
+            await acts.aclose()
+        self._agent_activities.clear()
+        self._started = False
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        config = super().configure_worker(config)
+        client = config["client"]
+        if not _uses_project_converter(client):
+            raise ValueError(
+                "AgentPlugin: the worker's client does not use the agent's data converter;"
+                " connect it with plugins=[AgentPlugin(...)] (or starter.connect.connect())"
+            )
+        if self._given_activities is not None:
+            extra = list(self._given_activities)
+        else:
+            assert self._catalog is not None and self._settings is not None
+            acts = AgentActivities(client, self._settings, self._catalog.registry)
+            self._agent_activities.append(acts)
+            extra = acts.all()
+        config["activities"] = [*(config.get("activities") or []), *extra]
+        tuning = heartbeat_tuning()
+        for key in ("max_heartbeat_throttle_interval", "default_heartbeat_throttle_interval"):
+            current: object = config.get(key)
+            wanted = tuning[key]
+            if not isinstance(current, timedelta) or current > wanted:
+                config[key] = wanted
+        return config
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
+        started_here = not self._started
+        await self.start()
+        try:
+            await next(worker)
+        finally:
+            if started_here:
+                await self.aclose()
+
+
+async def run_worker(
+    client: Client,
+    settings: Settings,
+    *,
+    queue: str | None = None,
+    stop: asyncio.Event | None = None,
+    ready: Callable[[str], None] | None = None,
+    commands: CommandPolicy | None = None,
+    tools: Iterable[Tool] = (),
+    plugin: AgentPlugin | None = None,
+) -> None:
+    """Run the agent's worker on `queue` (default: AGENT_TASK_QUEUE or `agent`) until `stop`.
+
+    `ready(queue)` is called once the worker polls. Without `stop`, runs until cancelled.
+    `commands`: how `run_command` runs (default: from the settings, probed now). `plugin`: one
+    built already (its MCP servers may be running); else one is built from the settings,
+    `commands` and `tools`. The plugin is closed (MCP servers stopped) when the worker stops.
+    """
+    queue = queue or task_queue()
+    stop = stop or asyncio.Event()
+    log_decryption_failures_once()
+    if plugin is None:
+        plugin = AgentPlugin(tools, settings, commands=commands)
+    try:
+        await plugin.start()
+        worker = Worker(
+            client,
+            task_queue=queue,
+            plugins=[plugin],
+            graceful_shutdown_timeout=timedelta(seconds=GRACEFUL_SHUTDOWN_SECONDS),
+        )
+        async with worker:
+            if ready is not None:
+                ready(queue)
+            await stop.wait()
+    finally:
+        await plugin.aclose()
