@@ -24,10 +24,8 @@ Everything but the reading of settings and the process's life lives in `activiti
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
-from contextlib import suppress
 
 from temporalio.service import RPCError
 
@@ -36,7 +34,6 @@ from activities.plugin import (
     command_policy,
     heartbeat_tuning,
     no_sandbox_warning,
-    provider_name,
     run_worker,
 )
 from activities.settings import Settings
@@ -44,6 +41,7 @@ from activities.tools.mcp import McpStartError
 from activities.tools.sandbox import SandboxUnavailable
 from starter.codec import KeyConfigError
 from starter.connect import connect, connect_config, data_converter
+from starter.process import exit_now
 from starter.search_attributes import ensure_search_attributes
 
 __all__ = ["AgentPlugin", "Settings", "heartbeat_tuning", "run_worker"]
@@ -117,7 +115,7 @@ async def _serve(plugin: AgentPlugin, settings: Settings, address: str, sandbox:
     def ready(queue: str) -> None:
         print(
             f"worker ready task_queue={queue} address={address}"
-            f" provider={provider_name(settings)} workspace={settings.workspace}"
+            f" provider={settings.provider} workspace={settings.workspace}"
             f" tools={len(plugin.tool_names)} sandbox={sandbox}",
             flush=True,
         )
@@ -127,20 +125,9 @@ async def _serve(plugin: AgentPlugin, settings: Settings, address: str, sandbox:
     return 0
 
 
-def _exit(code: int) -> None:
-    # Known SDK wart (temporalio/sdk-python issue 300): a process that used a Temporal client can
-    # crash (SIGSEGV/SIGABRT) during interpreter shutdown, after all its work is done, when the
-    # Rust core is torn down. We flush and leave with os._exit so the exit code is ours.
-    with suppress(Exception):
-        sys.stdout.flush()
-    with suppress(Exception):
-        sys.stderr.flush()
-    os._exit(code)
-
-
 if __name__ == "__main__":
     try:
         exit_code = asyncio.run(_main())
     except KeyboardInterrupt:
         exit_code = 130
-    _exit(exit_code)
+    exit_now(exit_code)

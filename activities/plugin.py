@@ -20,11 +20,11 @@ from datetime import timedelta
 from typing import Any, TypedDict
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig
 
 from activities.agent_activities import AgentActivities
+from activities.policy_file import load_policy_file
 from activities.settings import Settings
 from activities.tools import Tool, ToolRegistry, build_default_registry
 from activities.tools.loading import ToolCatalog, load_tools
@@ -34,6 +34,8 @@ from starter.codec import EncryptionCodec
 from starter.connect import data_converter, task_queue
 from starter.decryption_log import log_decryption_failures_once
 from workflows.agent import AgentWorkflow
+from workflows.converter import AgentPayloadConverter
+from workflows.rules import WorkerPolicy
 
 PLUGIN_NAME = "durable-agent.AgentPlugin"
 GRACEFUL_SHUTDOWN_SECONDS = 10.0
@@ -71,14 +73,9 @@ def no_sandbox_warning(policy: CommandPolicy) -> str:
     )
 
 
-def provider_name(settings: Settings) -> str:
-    """`scripted` (the rule-based stand-in) unless LLM_BASE_URL points at a real endpoint."""
-    return "openai-compatible" if settings.llm_base_url else "scripted"
-
-
 def _uses_project_converter(client: Client) -> bool:
     converter = client.data_converter
-    return converter.payload_converter_class is PydanticPayloadConverter and isinstance(
+    return issubclass(converter.payload_converter_class, AgentPayloadConverter) and isinstance(
         converter.payload_codec, EncryptionCodec
     )
 
@@ -117,8 +114,11 @@ class AgentPlugin(SimplePlugin):
         self._started = False
         self._mcp_tools_added = False
         self._agent_activities: list[AgentActivities] = []
+        self._policy = WorkerPolicy()
         if activities is None:
             self._settings = settings = settings if settings is not None else Settings.from_env()
+            if settings.policy_file is not None:  # a missing or invalid file: ValueError
+                self._policy = load_policy_file(settings.policy_file)
             self._catalog = ToolCatalog()
             if settings.builtin_tools:
                 policy = commands if commands is not None else command_policy(settings)
@@ -184,7 +184,9 @@ class AgentPlugin(SimplePlugin):
             extra = list(self._given_activities)
         else:
             assert self._catalog is not None and self._settings is not None
-            acts = AgentActivities(client, self._settings, self._catalog.registry)
+            acts = AgentActivities(
+                client, self._settings, self._catalog.registry, policy=self._policy
+            )
             self._agent_activities.append(acts)
             extra = acts.all()
         config["activities"] = [*(config.get("activities") or []), *extra]

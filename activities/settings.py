@@ -166,6 +166,9 @@ class Settings:
     mcp_config: Path | None = None
     """`AGENT_MCP_CONFIG`: a JSON file in the `mcpServers` format; the worker starts those servers
     and offers their tools as `NAME__TOOL`."""
+    policy_file: Path | None = None
+    """`AGENT_POLICY_FILE`: the worker's approval rules, `{"enforced": [...], "defaults": [...]}`:
+    enforced rules come before every run's, defaults after them. Read once, at start."""
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -188,6 +191,7 @@ class Settings:
         state_raw = (env.get("AGENT_STATE_DIR") or "").strip()
         state_dir = Path(state_raw).expanduser().resolve() if state_raw else None
         mcp_raw = (env.get("AGENT_MCP_CONFIG") or "").strip()
+        policy_raw = (env.get("AGENT_POLICY_FILE") or "").strip()
         stream = (env.get("LLM_STREAM") or "true").strip().lower() not in _FALSE
         stream_deltas = (env.get("AGENT_STREAM_DELTAS") or "true").strip().lower() not in _FALSE
         flush_chars = int(_float(env, "AGENT_STREAM_FLUSH_CHARS", 2_000))
@@ -210,6 +214,7 @@ class Settings:
             tools=_tool_specs(env),
             builtin_tools=(env.get("AGENT_BUILTIN_TOOLS") or "true").strip().lower() not in _FALSE,
             mcp_config=Path(mcp_raw).expanduser().resolve() if mcp_raw else None,
+            policy_file=Path(policy_raw).expanduser().resolve() if policy_raw else None,
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:
@@ -218,5 +223,6 @@ class Settings:
 
     @property
     def provider(self) -> str:
-        """`openai` (an OpenAI-compatible endpoint) or `scripted` (offline)."""
-        return "openai" if self.llm_base_url else "scripted"
+        """`openai-compatible` (LLM_BASE_URL points at an endpoint) or `scripted` (the offline,
+        rule-based stand-in)."""
+        return "openai-compatible" if self.llm_base_url else "scripted"

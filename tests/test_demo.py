@@ -12,12 +12,15 @@ from temporalio.client import Client
 from tests.test_starter import Result, starter
 
 EXPECTED_LINES = [
+    "[r0] approval call_1 approved by policy rule 0",
     '[r1] tool_call call_2 delete_path {"path": "logs"} (needs approval)',
     "[r1] approval call_2 approved by demo",
     "[r0] approval call_1 rejected by demo: check what is in tmp first",
     "[r0] tool_result call_1 run_command: Rejected: check what is in tmp first",
     "[r1] error: Agent run cancelled",
     "finished: cancelled",
+    '[r0] awaiting_approval call_1 run_command {"command": "echo hello > hello.txt"}',
+    "[r0] approval call_1 approved by policy rule 1",
 ]
 
 

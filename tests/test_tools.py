@@ -315,7 +315,7 @@ def test_settings_from_env(tmp_path):
     assert settings.workspace.is_dir()
     assert settings.resolved_state_dir == tmp_path / ".agent-state"
     assert "sk-very-secret" not in repr(settings)
-    assert settings.provider == "openai"
+    assert settings.provider == "openai-compatible"
     scripted = Settings.from_env({"LLM_BASE_URL": "", "AGENT_WORKSPACE": str(tmp_path / "w")})
     assert scripted.llm_base_url is None and scripted.provider == "scripted"
     assert scripted.llm_stream is True
