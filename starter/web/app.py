@@ -42,7 +42,7 @@ from starter.web.auth import (
 )
 from starter.web.display import arguments_display, arguments_value, cut, visible_json
 from starter.web.hub import Inbox, RunWatch, WaitingRun, Watches
-from starter.web.security import Guard, Identity, SecurityHeaders
+from starter.web.security import Guard, Identity, SecurityHeaders, cross_site
 from workflows import names
 from workflows.model import AgentEvent, AgentStatus, ChatMessage, ToolCall
 
@@ -164,6 +164,9 @@ class WebApp:
     async def signin(self, request: Request) -> Response:
         if self.guard.users is None:
             return RedirectResponse("/", status_code=303)
+        refusal = cross_site(request)
+        if refusal is not None:  # another site's form would sign this browser in as someone else
+            return JSONResponse({"error": refusal}, status_code=403)
         form = parse_qs((await request.body())[:65536].decode(errors="replace"))
         name = (form.get("username") or [""])[0]
         password = (form.get("password") or [""])[0]
@@ -208,7 +211,7 @@ class WebApp:
     # ------------------------------------------------------------ pages
 
     async def inbox_page(self, request: Request, who: Identity) -> Response:
-        runs = await self.inbox.fresh(max_age=3.0)
+        runs = await self.inbox.fresh(max_age=3.0, patience=3.0)
         return HTMLResponse(
             self.render(
                 "inbox.html",
@@ -233,10 +236,13 @@ class WebApp:
     async def run_page(self, request: Request, who: Identity) -> Response:
         workflow_id = request.path_params["workflow_id"]
         watch = self.watches.get(workflow_id)
-        await watch.changes.wait(-1, 0)  # nothing to wait for: render what is known
-        if watch.state.status is None and not watch.done:
-            seen = watch.changes.version
-            await watch.changes.wait(seen, 5.0)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5.0
+        while watch.state.status is None and not watch.done and loop.time() < deadline:
+            await watch.changes.wait(watch.changes.version, 0.5)  # the first look at the run
+        if watch.missing:
+            page = self.render("missing.html", request, who, workflow_id=workflow_id)
+            return HTMLResponse(page, status_code=404)
         return HTMLResponse(self.render("run.html", request, who, **self._run_values(watch)))
 
     def _run_values(self, watch: RunWatch) -> dict[str, Any]:

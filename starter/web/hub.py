@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from starter import live
 from starter.commands import INBOX_QUERY
@@ -29,10 +29,15 @@ from workflows.model import AgentEvent, AgentStatus, ChatMessage, FinishedEvent,
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+WAITING_QUERY = f'{INBOX_QUERY} AND ExecutionStatus="Running"'
+"""Runs waiting for a person. A run that was terminated while waiting keeps its last
+`AgentStatus`, so only open runs count (and a query to a closed one would wait for a worker)."""
 INBOX_POLL_SECONDS = 0.8
 INBOX_IDLE_SECONDS = 30.0
 """The inbox stops polling Temporal when nobody looked for this long."""
 QUERY_TIMEOUT_SECONDS = 5.0
+RETRY_SECONDS = 10.0
+"""A run whose `status` query timed out is asked again only after this long."""
 QUERY_CONCURRENCY = 8
 WATCH_IDLE_SECONDS = 60.0
 """A run's subscription ends when none of its viewers asked for this long."""
@@ -109,6 +114,8 @@ class Inbox:
         self.polls = 0
         self.error: str | None = None
         self._context: dict[tuple[str, str | None, int], tuple[str, str]] = {}
+        self._last: dict[tuple[str, str | None], WaitingRun] = {}
+        self._retry_at: dict[tuple[str, str | None], float] = {}
         self._wanted = asyncio.Event()
         self._poke = asyncio.Event()
         self._fresh_at = -1e9
@@ -133,13 +140,16 @@ class Inbox:
         self._poke.set()
         self.viewed()
 
-    async def fresh(self, max_age: float = INBOX_POLL_SECONDS) -> list[WaitingRun]:
-        """The snapshot, at most `max_age` old (waits for the next poll when older)."""
+    async def fresh(
+        self, max_age: float = INBOX_POLL_SECONDS, patience: float = QUERY_TIMEOUT_SECONDS * 2
+    ) -> list[WaitingRun]:
+        """The snapshot, at most `max_age` old: when older, waits for the next poll (at most
+        `patience` seconds, then the snapshot as it is)."""
         self.viewed()
         if self._clock() - self._fresh_at > max_age:
             seen = self.polled.version
             self._poke.set()
-            await self.polled.wait(seen, QUERY_TIMEOUT_SECONDS * 2)
+            await self.polled.wait(seen, patience)
         return self.runs
 
     async def _loop(self) -> None:
@@ -165,18 +175,25 @@ class Inbox:
                 await asyncio.wait_for(self._poke.wait(), INBOX_POLL_SECONDS)
 
     async def _poll(self) -> list[WaitingRun]:
-        executions = [e async for e in self._client.list_workflows(INBOX_QUERY)]
+        executions = [e async for e in self._client.list_workflows(WAITING_QUERY)]
         gate = asyncio.Semaphore(QUERY_CONCURRENCY)
 
         async def one(workflow_id: str, run_id: str | None) -> WaitingRun | None:
+            known = self._last.get((workflow_id, run_id))
+            if self._clock() < self._retry_at.get((workflow_id, run_id), -1e9):
+                return known  # its worker did not answer lately: not every poll waits for it
             async with gate:
                 handle = self._client.get_workflow_handle(workflow_id, run_id=run_id)
                 try:
                     status: AgentStatus = await _bounded(
                         handle.query(names.QUERY_STATUS, result_type=AgentStatus)
                     )
-                except (RPCError, TimeoutError, Exception):
-                    return None  # finished between the listing and the query, or no worker
+                except RPCError:
+                    return None  # it finished between the listing and the query
+                except Exception:  # no worker answered: list what was known, ask again later
+                    self._retry_at[(workflow_id, run_id)] = self._clock() + RETRY_SECONDS
+                    return known
+                self._retry_at.pop((workflow_id, run_id), None)
                 if status.phase != "awaiting_approval" or not status.pending_approvals:
                     return None
                 key = (workflow_id, run_id, status.round)
@@ -201,6 +218,9 @@ class Inbox:
 
         found = await asyncio.gather(*(one(e.id, e.run_id) for e in executions))
         runs = [r for r in found if r is not None]
+        self._last = {(r.workflow_id, r.run_id): r for r in runs}
+        listed = {(e.id, e.run_id) for e in executions}
+        self._retry_at = {k: v for k, v in self._retry_at.items() if k in listed}
         live_keys = {(r.workflow_id, r.run_id, r.round) for r in runs}
         self._context = {k: v for k, v in self._context.items() if k in live_keys}
         runs.sort(key=lambda r: r.awaiting_since.timestamp() if r.awaiting_since else 0.0)
@@ -247,6 +267,8 @@ class RunWatch:
         self._queue: asyncio.Queue[AgentEvent | Piece | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self.done = False
+        self.missing = False
+        """No run has this workflow id."""
 
     @property
     def handle(self) -> WorkflowHandle[Any, Any]:
@@ -290,7 +312,11 @@ class RunWatch:
                 await self._poll_until_end()
         except asyncio.CancelledError:
             raise
-        except Exception as err:  # the run is gone, or Temporal is: the page says so
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                self.missing = True
+            self.state.closed = self.state.closed or f"cannot watch: {err.message}"
+        except Exception as err:  # Temporal or the worker does not answer: the page says so
             log.warning("watching %s failed: %s", self.workflow_id, err)
             self.state.closed = self.state.closed or f"cannot watch: {type(err).__name__}"
         finally:
@@ -397,7 +423,10 @@ class Watches:
 
     def get(self, workflow_id: str) -> RunWatch:
         watch = self._watches.get(workflow_id)
-        if watch is None or (watch.done and watch.state.closed and "cannot" in watch.state.closed):
+        failed = (
+            watch is not None and watch.done and (watch.state.closed or "").startswith("cannot")
+        )
+        if watch is None or failed:
             watch = RunWatch(self._client, workflow_id, self._clock)
             self._watches[workflow_id] = watch
             watch.start()

@@ -77,9 +77,9 @@ def cross_site(request: Request) -> str | None:
         return f"refused: a request from another site (Sec-Fetch-Site: {fetch_site})"
     origin = request.headers.get("origin")
     if origin is not None:
-        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-        parts = urlsplit(origin)
-        if origin == "null" or f"{parts.scheme}://{parts.netloc}" != own:
+        # The host and port only: behind a proxy that ends TLS the scheme seen here differs.
+        own = request.headers.get("host", "").lower()
+        if origin == "null" or urlsplit(origin).netloc.lower() != own:
             return f"refused: a request from another site (Origin: {origin})"
     return None
 

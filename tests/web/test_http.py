@@ -101,6 +101,13 @@ async def test_a_wrong_name_and_a_wrong_password_get_the_same_401(served: Served
         assert "wrong username or password" in wrong_password.text
         assert wrong_password.text == wrong_name.text
         assert SESSION_COOKIE not in http.cookies
+        # Another site's form cannot sign this browser in (as the attacker's account).
+        foreign = await http.post(
+            "/signin",
+            data={"username": "alice", "password": PASSWORD},
+            headers={"Origin": "http://evil.example", "Sec-Fetch-Site": "cross-site"},
+        )
+        assert foreign.status_code == 403 and SESSION_COOKIE not in http.cookies
 
 
 async def test_repeated_failures_for_a_name_slow_every_further_attempt(served: Served) -> None:
@@ -262,6 +269,10 @@ async def test_the_json_api_and_its_server_sent_events(
         assert late.status_code == 409 and "finished" in late.json()["error"]
         missing = await http.get("/api/runs/agent-no-such-run")
         assert missing.status_code == 404
+    async with httpx.AsyncClient(base_url=served.url) as http:
+        await sign_in(http)
+        page = await http.get("/runs/agent-no-such-run")
+        assert page.status_code == 404 and "No run with id" in page.text
 
 
 async def test_cancel_and_messages_through_the_api(
@@ -372,3 +383,26 @@ def test_add_user_writes_a_salted_scrypt_line_and_prints_the_token_last(tmp_path
     hashes = {line.split(":", 1)[1] for line in users.read_text().splitlines()}
     assert len(hashes) == 3
     assert run_starter(["web", "add-user", "bad:name"], env, stdin="x\n").returncode == 2
+
+
+async def test_a_run_terminated_while_waiting_leaves_the_inbox(
+    client: Client, worker: Worker, served: Served
+) -> None:
+    handle = await start(client, worker, "run: echo terminated")
+    await wait_for_phase(handle, "awaiting_approval")
+    auth = {"Authorization": f"Bearer {served.token}"}
+    async with httpx.AsyncClient(base_url=served.url, headers=auth, timeout=30) as http:
+
+        async def listed() -> bool:
+            found = (await http.get("/api/pending")).json()
+            return any(r["workflow_id"] == handle.id for r in found)
+
+        await wait_until(listed)
+        # Its search attributes still say awaiting_approval, and its status query still
+        # answers so (from its last state): only the run's own status shows it is closed.
+        await handle.terminate("gone")
+
+        async def gone() -> bool:
+            return not await listed()
+
+        await wait_until(gone, timeout=15)

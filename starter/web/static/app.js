@@ -175,7 +175,7 @@
   }
 
   function runPage() {
-    const id = body.getAttribute("data-workflow-id");
+    const id = body.getAttribute("data-run");
     let version = body.getAttribute("data-version");
     let after = parseInt(body.getAttribute("data-after"), 10);
     let piece = parseInt(body.getAttribute("data-piece"), 10);
