@@ -26,6 +26,7 @@ from starlette.responses import (
 )
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
 from temporalio.client import Client
 
 from starter.render import age
@@ -42,7 +43,7 @@ from starter.web.auth import (
 )
 from starter.web.display import arguments_display, arguments_value, cut, visible_json
 from starter.web.hub import Inbox, RunWatch, WaitingRun, Watches
-from starter.web.security import Guard, Identity, SecurityHeaders, cross_site
+from starter.web.security import Guard, Identity, LoopbackOnly, SecurityHeaders, cross_site
 from workflows import names
 from workflows.model import AgentEvent, AgentStatus, ChatMessage, ToolCall
 
@@ -442,7 +443,10 @@ class WebApp:
                 await self.inbox.stop()
                 await self.watches.stop()
 
-        return SecurityHeaders(Starlette(routes=self.routes(), lifespan=lifespan))
+        app: ASGIApp = Starlette(routes=self.routes(), lifespan=lifespan)
+        if self.guard.local:
+            app = LoopbackOnly(app)
+        return SecurityHeaders(app)
 
 
 def _waiting_run(

@@ -84,6 +84,43 @@ def cross_site(request: Request) -> str | None:
     return None
 
 
+def loopback_host(host_header: str) -> bool:
+    """Whether a `Host` header names this machine (`localhost`, 127.0.0.0/8, `[::1]`)."""
+    from starter.codec_server import is_loopback
+
+    host = host_header.strip().lower()
+    if host.startswith("["):
+        host = host[1 : host.find("]")] if "]" in host else host
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    return is_loopback(host)
+
+
+class LoopbackOnly:
+    """Local mode answers only requests addressed to a loopback name: a page of another site
+    whose name was made to resolve to 127.0.0.1 (DNS rebinding) is refused."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = dict(scope.get("headers") or [])
+            host = headers.get(b"host", b"").decode("latin-1")
+            if not loopback_host(host):
+                body = b'{"error": "local mode answers only to a loopback host name"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 403,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
 class SecurityHeaders:
     """Every response: the page may load nothing from another origin, nor be framed."""
 

@@ -335,6 +335,10 @@ async def test_local_mode_says_so_and_refuses_other_sites(client: Client, local:
         )
         assert own.status_code == 201
         await client.get_workflow_handle(own.json()["workflow_id"]).result()
+        # A name of another site made to resolve to 127.0.0.1 (DNS rebinding) reads nothing.
+        rebound = await http.get("/api/pending", headers={"Host": "evil.example"})
+        assert rebound.status_code == 403
+        assert (await http.get("/", headers={"Host": "localhost:1"})).status_code == 200
 
 
 def run_starter(
@@ -406,3 +410,37 @@ async def test_a_run_terminated_while_waiting_leaves_the_inbox(
             return not await listed()
 
         await wait_until(gone, timeout=15)
+
+
+async def test_the_web_command_serves_until_sigterm(client: Client, worker: Worker) -> None:
+    """`python -m starter web` as its own process: local mode on loopback, the JSON API, and a
+    clean exit 0 on SIGTERM."""
+    env = {k: v for k, v in os.environ.items() if k != "AGENT_WEB_USERS_FILE"}
+    env |= {
+        "TEMPORAL_ADDRESS": client.service_client.config.target_host,
+        "AGENT_TASK_QUEUE": worker.queue,
+    }
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "starter", "web", "--port", "0",
+        cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        banner = (await asyncio.wait_for(server.stdout.readline(), 30)).decode()
+        assert "local mode" in banner, banner
+        url = banner.split(" at ", 1)[1].split()[0].rstrip("/")
+        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+            body = {"messages": [{"role": "user", "content": "list"}], "options": {"max_rounds": 3}}
+            created = await http.post("/api/runs", json=body)
+            assert created.status_code == 201, created.text
+            invalid = await http.post("/api/runs", json={"messages": "nope"})
+            assert invalid.status_code == 400 and "AgentRunInput" in invalid.json()["error"]
+            result = await client.get_workflow_handle(created.json()["workflow_id"]).result()
+            assert result["finish_reason"] == "stop"
+            assert "local mode" in (await http.get(created.headers["location"])).text
+    finally:
+        server.terminate()
+        code = await asyncio.wait_for(server.wait(), 30)
+    assert code == 0
+    assert server.stderr is not None
+    assert (await server.stderr.read()).decode().strip() == ""
