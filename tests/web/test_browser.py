@@ -202,14 +202,19 @@ async def test_arguments_are_shown_with_invisible_characters_made_visible(
     client: Client, worker: Worker, page: Page
 ) -> None:
     sneaky = "echo \u202eabc\x1b[2J"
+    said = "I will run this for you. " + "x" * 600
     worker.fake.enqueue(
-        tool_calls(("call_x", "run_command", json.dumps({"command": sneaky}))),
+        tool_calls(("call_x", "run_command", json.dumps({"command": sneaky})), content=said),
         text("ok"),
     )
-    handle = await start(client, worker, "anything")
+    prompt = "please " + "y" * 600
+    handle = await start(client, worker, prompt)
     call_id = await waiting_call(handle)
     await page.goto("/")
     item = call_of(page, handle.id, call_id)
+    # The context: in full up to 500 characters, then cut with an ellipsis.
+    await expect(item.locator(".first-user")).to_have_text(prompt[:500] + "…")
+    await expect(item.locator(".round-text")).to_have_text(said[:500] + "…")
     shown = '{"command": "echo \\u202eabc\\u001b[2J"}'
     await expect(item.locator("pre.arguments")).to_have_text(shown)
     await expect(item.get_by_label("Arguments")).to_have_value(shown)
@@ -361,6 +366,52 @@ async def test_remember_for_this_run(client: Client, worker: Worker, page: Page)
     assert ['"exit_code": 0' in m.content for m in tools] == [True, True]
     waits = of_type(await events(handle), "awaiting_approval")
     assert len(waits) == 1  # the second command was decided by the remembered answer
+
+
+async def test_an_answer_sends_arguments_only_when_edited_and_remember_when_ticked(
+    client: Client, worker: Worker, page: Page
+) -> None:
+    """What the page sends for each answer (the `approvals` request bodies, as they leave)."""
+    sent: list[dict[str, Any]] = []
+
+    async def record(route: Any) -> None:
+        sent.append(json.loads(route.request.post_data or "null"))
+        await route.continue_()
+
+    await page.route("**/api/runs/*/approvals", record)
+    try:
+        plain = await start(client, worker, "run: echo plain")
+        plain_call = await waiting_call(plain)
+        edited = await start(client, worker, "run: echo before")
+        edited_call = await waiting_call(edited)
+        refused = await start(client, worker, "run: echo refused")
+        refused_call = await waiting_call(refused)
+        await page.goto("/")
+        item = call_of(page, plain.id, plain_call)
+        await item.get_by_label("Reason").fill("looks fine")
+        await item.get_by_role("button", name="Approve").click()
+        assert (await plain.result()).finish_reason == "stop"
+        item = call_of(page, edited.id, edited_call)
+        await item.get_by_label("Arguments").fill('{"command": "echo after"}')
+        await item.get_by_label("Remember for this run").check()
+        await item.get_by_role("button", name="Approve").click()
+        await wait_until(lambda: len(sent) == 2)
+        item = call_of(page, refused.id, refused_call)
+        await item.get_by_label("Arguments").fill('{"command": "echo other"}')
+        await item.get_by_role("button", name="Reject").click()
+        await wait_until(lambda: len(sent) == 3)
+    finally:
+        await page.unroute("**/api/runs/*/approvals")
+    assert sent == [
+        {"call_id": plain_call, "approved": True, "reason": "looks fine"},
+        {
+            "call_id": edited_call,
+            "approved": True,
+            "arguments": '{"command": "echo after"}',
+            "remember": True,
+        },
+        {"call_id": refused_call, "approved": False},  # a rejection runs nothing: no arguments
+    ]
 
 
 async def test_the_pages_load_nothing_from_another_origin(

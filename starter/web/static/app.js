@@ -106,7 +106,8 @@
     const reason = form.elements["reason"].value.trim();
     if (reason) payload.reason = reason;
     const args = form.elements["arguments"];
-    if (args.value !== args.defaultValue) payload.arguments = args.value;
+    // Edited arguments replace the model's only when the call runs (an approval).
+    if (approved && args.value !== args.defaultValue) payload.arguments = args.value;
     if (form.elements["remember"].checked) payload.remember = true;
     const result = await send(form.getAttribute("data-api"), payload);
     if (!result.ok) {
