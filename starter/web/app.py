@@ -249,7 +249,7 @@ class WebApp:
     def _run_values(self, watch: RunWatch) -> dict[str, Any]:
         state = watch.state
         status = state.status
-        run = _waiting_run(watch.workflow_id, status, state.messages)
+        run = None if state.closed else _waiting_run(watch.workflow_id, status, state.messages)
         return {
             "workflow_id": watch.workflow_id,
             "status": status,

@@ -399,7 +399,17 @@ class RunWatch:
         return any(e["type"] == "finished" for e in self.state.events[-1:])
 
     async def _poll_until_end(self) -> None:
+        """The stream ended without `finished` (a terminated run), or cannot be read."""
         while not self._ended():
+            description = await self.handle.describe()
+            if description.status != WorkflowExecutionStatus.RUNNING:
+                with contextlib.suppress(Exception):
+                    await self._fill()
+                if not self._ended_by_finished():
+                    name = description.status.name if description.status else "CLOSED"
+                    self.state.closed = name.lower()
+                self.changes.bump()
+                return
             before = self.last_seq
             try:
                 await self._fill()

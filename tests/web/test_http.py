@@ -410,6 +410,20 @@ async def test_a_run_terminated_while_waiting_leaves_the_inbox(
             return not await listed()
 
         await wait_until(gone, timeout=15)
+        # Its page and its event stream say it was terminated, and offer no answer.
+        live = f"/runs/{handle.id}/live?after=-1&piece=0&v=-1"
+
+        async def closed() -> dict[str, Any] | None:
+            body = (await http.get(live)).json()
+            return body if body["done"] else None
+
+        body = await wait_until(closed, timeout=15)
+        assert 'data-phase="closed">terminated<' in body["parts"]["phase"]
+        assert "data-call-id" not in body["parts"]["calls"]
+        async with http.stream("GET", f"/api/runs/{handle.id}/events") as stream:
+            lines = [line async for line in stream.aiter_lines()]
+        assert "event: closed" in lines
+        assert 'data: {"closed": "terminated"}' in lines
 
 
 async def test_the_web_command_serves_until_sigterm(client: Client, worker: Worker) -> None:
