@@ -23,8 +23,11 @@ import uvicorn
 from temporalio.client import (
     Client,
     Interceptor,
+    ListWorkflowsInput,
     OutboundInterceptor,
+    QueryWorkflowInput,
     StartWorkflowUpdateInput,
+    WorkflowExecutionAsyncIterator,
     WorkflowUpdateHandle,
 )
 
@@ -47,12 +50,22 @@ class PollCounter:
     in_flight: collections.Counter[str] = field(default_factory=collections.Counter)
     most: collections.Counter[str] = field(default_factory=collections.Counter)
     started: collections.Counter[str] = field(default_factory=collections.Counter)
+    calls: collections.Counter[str] = field(default_factory=collections.Counter)
+    """Every visibility listing and query the server made (`list`, `query:status`, …)."""
 
 
 class _Counting(OutboundInterceptor):
     def __init__(self, next: OutboundInterceptor, counter: PollCounter) -> None:
         super().__init__(next)
         self._counter = counter
+
+    def list_workflows(self, input: ListWorkflowsInput) -> WorkflowExecutionAsyncIterator:
+        self._counter.calls["list"] += 1
+        return super().list_workflows(input)
+
+    async def query_workflow(self, input: QueryWorkflowInput) -> Any:
+        self._counter.calls[f"query:{input.query}"] += 1
+        return await super().query_workflow(input)
 
     async def start_workflow_update(
         self, input: StartWorkflowUpdateInput

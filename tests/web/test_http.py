@@ -501,3 +501,33 @@ def test_add_user_at_a_terminal_asks_twice(tmp_path: Path) -> None:
     assert code == 0, output
     assert "one secret" not in output  # not echoed
     assert check_password("one secret", UsersFile(users).users()["gina"].password_hash)
+
+
+async def test_every_inbox_viewer_reads_one_shared_poll(
+    client: Client, worker: Worker, served: Served
+) -> None:
+    handle = await start(client, worker, "run: echo shared")
+    await wait_for_phase(handle, "awaiting_approval")
+    auth = {"Authorization": f"Bearer {served.token}"}
+    async with httpx.AsyncClient(base_url=served.url, headers=auth, timeout=30) as http:
+
+        async def listed() -> bool:
+            body = (await http.get("/inbox/live?v=-1")).json()
+            return handle.id in (body["html"] or "")
+
+        await wait_until(listed)
+        inbox = served.web.inbox
+        polls, lists = inbox.polls, served.polls.calls["list"]
+        statuses = served.polls.calls["query:status"]
+
+        async def viewer() -> None:
+            for _ in range(10):
+                assert (await http.get("/inbox/live?v=-1")).status_code == 200
+
+        await asyncio.gather(*(viewer() for _ in range(20)))  # 200 page refreshes
+        polled = inbox.polls - polls
+        # One visibility listing per poll, whoever looks; never one per page refresh.
+        assert served.polls.calls["list"] - lists in (polled, polled + 1)
+        assert polled < 50
+        assert served.polls.calls["query:status"] - statuses < 50 * 10
+    await handle.terminate("test over")
