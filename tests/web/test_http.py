@@ -462,34 +462,18 @@ async def test_the_web_command_serves_until_sigterm(client: Client, worker: Work
 
 def _add_user_at_a_terminal(users: Path, name: str, answers: list[str]) -> tuple[int, str]:
     """`web add-user NAME` with a terminal (a pseudo-terminal as its controlling tty)."""
-    import pty
-    import select
-
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: stdin, stdout and /dev/tty are the terminal
-        os.chdir(ROOT)
-        os.environ["AGENT_WEB_USERS_FILE"] = str(users)
-        os.execv(sys.executable, [sys.executable, "-m", "starter", "web", "add-user", name])
-    output = b""
-    pending = list(answers)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([fd], [], [], 0.5)
-        if not ready:
-            continue
-        try:
-            chunk = os.read(fd, 1024)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        output += chunk
-        if pending and output.rstrip().endswith(b":"):
-            os.write(fd, pending.pop(0).encode() + b"\n")
-            output += b"\n"
-    _, status = os.waitpid(pid, 0)
-    os.close(fd)
-    return os.waitstatus_to_exitcode(status), output.decode(errors="replace")
+    command = [sys.executable, "-m", "starter", "web", "add-user", name]
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.web.tty_driver", json.dumps(answers), *command],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "AGENT_WEB_USERS_FILE": str(users)},
+        timeout=90,
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    return int(result["code"]), str(result["output"])
 
 
 def test_add_user_at_a_terminal_asks_twice(tmp_path: Path) -> None:
