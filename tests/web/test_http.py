@@ -154,6 +154,11 @@ async def test_a_change_needs_the_sessions_csrf_token(client: Client, served: Se
         page = (await http.get("/")).text
         assert page.count('name="csrf_token"') >= 2
         assert page.count(f'value="{token}"') == page.count('name="csrf_token"')
+        # Signing out is a change too: the form's token, then the cookie is gone.
+        assert (await http.post("/signout")).status_code == 403
+        out = await http.post("/signout", data={"csrf_token": token})
+        assert out.status_code == 303 and SESSION_COOKIE not in http.cookies
+        assert (await http.get("/api/pending")).status_code == 401
 
 
 async def test_a_bearer_token_answers_and_the_approver_is_its_user(
