@@ -164,6 +164,22 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="the Temporal UI's origin, allowed by CORS (default http://localhost:8233)",
     )
+    web = sub.add_parser(
+        "web",
+        help="serve the approval inbox on the web (add-user: who may sign in)",
+        description="Serve the approval inbox. With AGENT_WEB_USERS_FILE people sign in; without"
+        " it, local mode: loopback only, no sign-in, your OS user as the approver.",
+    )
+    web.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
+    web.add_argument("--port", type=_non_negative_int, default=8080, help="default 8080")
+    web_sub = web.add_subparsers(dest="web_command", metavar="add-user")
+    add_user = web_sub.add_parser(
+        "add-user", help="add or replace a user in AGENT_WEB_USERS_FILE (password from stdin)"
+    )
+    add_user.add_argument("name")
+    add_user.add_argument(
+        "--token", action="store_true", help="also make an API token; printed alone, last"
+    )
     return parser
 
 
@@ -189,6 +205,10 @@ async def amain(argv: Sequence[str] | None = None) -> int:
         from starter.codec_server import serve
 
         return await serve(args.host, args.port, args.ui_origin)
+    if args.command == "web" and args.web_command == "add-user":
+        from starter.web.server import cmd_add_user
+
+        return cmd_add_user(args.name, args.token)
     try:
         data_converter()
     except KeyConfigError as err:  # an encryption key that cannot be used: say which variable
@@ -202,6 +222,10 @@ async def amain(argv: Sequence[str] | None = None) -> int:
         except Exception as err:  # one clear line, never a traceback
             out.error(f"demo failed: {type(err).__name__}: {err}")
             return EXIT_ERROR
+    if args.command == "web":
+        from starter.web.server import serve as serve_web
+
+        return await serve_web(args.host, args.port)
     config = connect_config()
     address = str(config.get("target_host"))
     namespace = str(config.get("namespace"))

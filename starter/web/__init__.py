@@ -1,0 +1,1 @@
+"""The approval inbox on the web (`python -m starter web`)."""

@@ -1,0 +1,118 @@
+"""What the web server asks of Temporal on a person's behalf: start a run, answer a call (through
+the `submit_approval` update, so a refusal comes back with the workflow's reason), cancel, send a
+message. Each returns the HTTP status and the JSON body to answer with."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
+
+from starter.codec import find_decryption_error
+from workflows import names
+from workflows.model import AgentRunInput, CancelRequest, ChatMessage, ToolCall, UserMessageInput
+
+WORKER_WAIT_SECONDS = 30.0
+
+Answer = tuple[int, dict[str, Any]]
+
+
+def _rpc_answer(err: RPCError, workflow_id: str) -> Answer:
+    if err.status == RPCStatusCode.NOT_FOUND:
+        if "already completed" in err.message or "already finished" in err.message:
+            return 409, {"error": f"run '{workflow_id}' has already finished"}
+        return 404, {"error": f"no run with id '{workflow_id}'"}
+    return 502, {"error": f"Temporal refused: {err.message}"}
+
+
+def _failure(err: Exception, workflow_id: str) -> Answer:
+    undecryptable = find_decryption_error(err)
+    if undecryptable is not None:
+        return 502, {"error": str(undecryptable)}
+    if isinstance(err, WorkflowUpdateFailedError):
+        cause = err.cause
+        reason = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+        return 409, {"error": reason}
+    if isinstance(err, RPCError):
+        return _rpc_answer(err, workflow_id)
+    if isinstance(err, TimeoutError):
+        return 504, {"error": f"no worker answered within {WORKER_WAIT_SECONDS:.0f}s"}
+    raise err
+
+
+async def start_run(client: Client, queue: str, body: Any) -> Answer:
+    if isinstance(body, dict) and set(body) == {"prompt"}:
+        prompt = body["prompt"]
+        if not isinstance(prompt, str) or not prompt.strip():
+            return 400, {"error": "'prompt' must be a non-empty string"}
+        run_input = AgentRunInput.from_prompt(prompt)
+    else:
+        try:
+            run_input = AgentRunInput.model_validate(body)
+        except (ValidationError, ApplicationError) as err:
+            return 400, {"error": getattr(err, "message", None) or str(err)}
+    workflow_id = f"agent-{uuid.uuid4().hex[:12]}"
+    try:
+        handle = await client.start_workflow(
+            names.WORKFLOW_TYPE, run_input, id=workflow_id, task_queue=queue
+        )
+    except RPCError as err:
+        return _rpc_answer(err, workflow_id)
+    return 201, {"workflow_id": workflow_id, "run_id": handle.result_run_id}
+
+
+async def answer(client: Client, workflow_id: str, body: Any, approver: str) -> Answer:
+    """Answer one call as `approver`; the body may not name the approver itself."""
+    if not isinstance(body, dict):
+        return 400, {"error": "the body must be a JSON object (a ToolApprovalResponse)"}
+    if "approver" in body:
+        return 400, {"error": "'approver' is set by the server: it is the signed-in user"}
+    payload = {**body, "approver": approver}
+    handle = client.get_workflow_handle(workflow_id)
+    try:
+        remaining: list[ToolCall] = await asyncio.wait_for(
+            handle.execute_update(
+                names.UPDATE_SUBMIT_APPROVAL, payload, result_type=list[ToolCall]
+            ),
+            WORKER_WAIT_SECONDS,
+        )
+    except Exception as err:
+        return _failure(err, workflow_id)
+    return 200, {"pending": [c.model_dump(mode="json") for c in remaining]}
+
+
+async def cancel(client: Client, workflow_id: str, body: Any) -> Answer:
+    try:
+        request = CancelRequest.model_validate(body if body is not None else {})
+    except ValidationError as err:
+        return 400, {"error": str(err)}
+    try:
+        await client.get_workflow_handle(workflow_id).signal(
+            names.SIGNAL_CANCEL, request.model_dump(exclude_none=True)
+        )
+    except Exception as err:
+        return _failure(err, workflow_id)
+    return 200, {"workflow_id": workflow_id, "cancel": request.model_dump()}
+
+
+async def send_message(client: Client, workflow_id: str, body: Any) -> Answer:
+    try:
+        if isinstance(body, dict) and "role" in body:
+            message = ChatMessage.model_validate(body)
+            if message.role != "user":
+                return 400, {"error": "only a user message can be sent"}
+            payload: dict[str, Any] = message.model_dump(mode="json")
+        else:
+            payload = UserMessageInput.model_validate(body).model_dump()
+    except ValidationError as err:
+        return 400, {"error": str(err)}
+    try:
+        await client.get_workflow_handle(workflow_id).signal(names.SIGNAL_SEND_MESSAGE, payload)
+    except Exception as err:
+        return _failure(err, workflow_id)
+    return 200, {"workflow_id": workflow_id, "sent": payload}

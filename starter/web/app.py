@@ -1,0 +1,491 @@
+"""The ASGI application: the inbox and run pages (server-rendered), their live updates, the JSON
+API and sign-in. `build_app` takes a connected client, so tests and `python -m starter web`
+serve the same thing."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    RedirectResponse,
+    Response,
+    StreamingResponse,
+)
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp
+from temporalio.client import Client
+
+from starter.render import age
+from starter.web import actions
+from starter.web.auth import (
+    CSRF_FIELD,
+    SESSION_COOKIE,
+    SESSION_SECONDS,
+    WRONG_CREDENTIALS,
+    Signer,
+    Throttle,
+    UsersFile,
+    verify,
+)
+from starter.web.display import arguments_display, arguments_value, cut, visible_json
+from starter.web.hub import Inbox, RunWatch, WaitingRun, Watches
+from starter.web.security import Guard, Identity, LoopbackOnly, SecurityHeaders, cross_site
+from workflows import names
+from workflows.model import AgentEvent, AgentStatus, ChatMessage, ToolCall
+
+STATIC = Path(__file__).parent / "static"
+MAX_BODY_BYTES = 4 * 1024 * 1024
+SSE_PING_SECONDS = 15.0
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def _templates() -> Environment:
+    env = Environment(
+        loader=PackageLoader("starter.web", "templates"),
+        autoescape=select_autoescape(["html"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["cut"] = cut
+    env.filters["args"] = arguments_display
+    env.filters["q"] = lambda value: quote(str(value), safe="")
+    env.filters["age"] = age
+    env.filters["iso"] = lambda value: value.isoformat() if value else ""
+    env.globals["uid"] = lambda *parts: hashlib.sha256(
+        "\0".join(map(str, parts)).encode()
+    ).hexdigest()[:12]
+    return env
+
+
+def event_line(event: dict[str, Any]) -> str:
+    """One event for people: its type and its fields, invisible characters made visible."""
+    rest = {k: v for k, v in event.items() if k not in {"seq", "round", "type"}}
+    if "arguments" in rest:  # the parsed JSON that runs, not a string of it
+        rest["arguments"] = arguments_value(rest["arguments"])
+    if isinstance(rest.get("pending"), list):
+        rest["pending"] = [
+            {**c, "arguments": arguments_value(c.get("arguments"))} if isinstance(c, dict) else c
+            for c in rest["pending"]
+        ]
+    if event.get("type") == "text_delta":
+        return f"[r{event.get('round')}] text_delta {cut(str(rest.get('delta', '')), 500)}"
+    return f"[r{event.get('round')}] {event.get('type')} {visible_json(rest)}"
+
+
+class WebApp:
+    """The application's state: the client, the shared polls and the sign-in machinery."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        queue: str,
+        guard: Guard,
+    ) -> None:
+        self.client = client
+        self.queue = queue
+        self.guard = guard
+        self.inbox = Inbox(client)
+        self.watches = Watches(client)
+        self.throttle = Throttle()
+        self.templates = _templates()
+
+    # ------------------------------------------------------------ plumbing
+
+    def render(self, name: str, request: Request, who: Identity | None, **values: Any) -> str:
+        return self.templates.get_template(name).render(
+            local=self.guard.local,
+            user=who.user if who else None,
+            csrf=self.guard.csrf_for(who) if who else "",
+            csrf_field=CSRF_FIELD,
+            now=datetime.now(UTC),
+            **values,
+        )
+
+    def page(self, handler: Callable[[Request, Identity], Awaitable[Response]]) -> Handler:
+        async def guarded(request: Request) -> Response:
+            who = self.guard.identify(request)
+            if who is None:
+                target = quote(request.url.path, safe="/")
+                return RedirectResponse(f"/signin?next={target}", status_code=303)
+            return await handler(request, who)
+
+        return guarded
+
+    def api(
+        self, handler: Callable[[Request, Identity], Awaitable[Response]], *, changes: bool
+    ) -> Handler:
+        async def guarded(request: Request) -> Response:
+            who = self.guard.identify(request)
+            if who is None:
+                return JSONResponse({"error": "sign in required"}, status_code=401)
+            if changes:
+                refusal = self.guard.change_refusal(request, who)
+                if refusal is not None:
+                    return JSONResponse({"error": refusal}, status_code=403)
+            return await handler(request, who)
+
+        return guarded
+
+    async def json_body(self, request: Request) -> tuple[Any, Response | None]:
+        raw = await request.body()
+        if len(raw) > MAX_BODY_BYTES:
+            return None, JSONResponse({"error": "body too large"}, status_code=413)
+        if not raw.strip():
+            return None, None
+        try:
+            return json.loads(raw), None
+        except ValueError:
+            return None, JSONResponse({"error": "the body is not JSON"}, status_code=400)
+
+    # ------------------------------------------------------------ sign-in
+
+    async def signin_page(self, request: Request) -> Response:
+        if self.guard.local:
+            return RedirectResponse("/", status_code=303)
+        return HTMLResponse(
+            self.render("signin.html", request, None, error=None, next=_next(request))
+        )
+
+    async def signin(self, request: Request) -> Response:
+        if self.guard.users is None:
+            return RedirectResponse("/", status_code=303)
+        refusal = cross_site(request)
+        if refusal is not None:  # another site's form would sign this browser in as someone else
+            return JSONResponse({"error": refusal}, status_code=403)
+        form = parse_qs((await request.body())[:65536].decode(errors="replace"))
+        name = (form.get("username") or [""])[0]
+        password = (form.get("password") or [""])[0]
+        wants_json = "application/json" in request.headers.get("accept", "")
+        user = await verify(self.guard.users, self.throttle, name, password)
+        if user is None:
+            if wants_json:
+                return JSONResponse({"error": WRONG_CREDENTIALS}, status_code=401)
+            page = self.render(
+                "signin.html", request, None, error=WRONG_CREDENTIALS, next=_next(request)
+            )
+            return HTMLResponse(page, status_code=401)
+        session, cookie = self.guard.signer.new_session(user.name)
+        target = _next(request, form)
+        response: Response = RedirectResponse(target, status_code=303)
+        if wants_json:
+            response = JSONResponse(
+                {"user": user.name, "csrf_token": self.guard.signer.csrf_token(session.sid)}
+            )
+        response.set_cookie(
+            SESSION_COOKIE,
+            cookie,
+            max_age=SESSION_SECONDS,
+            path="/",
+            httponly=True,
+            samesite="strict",
+            secure=request.url.scheme == "https",
+        )
+        return response
+
+    async def signout(self, request: Request) -> Response:
+        who = self.guard.identify(request)
+        if who is not None:
+            form = parse_qs((await request.body())[:65536].decode(errors="replace"))
+            given = (form.get(CSRF_FIELD) or [""])[0]
+            if self.guard.change_refusal(request, who, given):
+                return JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)
+        response = RedirectResponse("/signin", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+        return response
+
+    # ------------------------------------------------------------ pages
+
+    async def inbox_page(self, request: Request, who: Identity) -> Response:
+        runs = await self.inbox.fresh(max_age=3.0, patience=3.0)
+        return HTMLResponse(
+            self.render(
+                "inbox.html",
+                request,
+                who,
+                runs=runs,
+                version=self.inbox.changes.version,
+                error=self.inbox.error,
+            )
+        )
+
+    async def inbox_live(self, request: Request, who: Identity) -> Response:
+        """The inbox list when it changed since version `v`, from the shared poll."""
+        self.inbox.viewed()
+        seen = _int(request.query_params.get("v"), -1)
+        version = self.inbox.changes.version
+        if seen == version:
+            return JSONResponse({"version": version, "html": None, "error": self.inbox.error})
+        html = self.render("_calls.html", request, who, runs=self.inbox.runs)
+        return JSONResponse({"version": version, "html": html, "error": self.inbox.error})
+
+    async def run_page(self, request: Request, who: Identity) -> Response:
+        workflow_id = request.path_params["workflow_id"]
+        watch = self.watches.get(workflow_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 5.0
+        while watch.state.status is None and not watch.done and loop.time() < deadline:
+            await watch.changes.wait(watch.changes.version, 0.5)  # the first look at the run
+        if watch.missing:
+            page = self.render("missing.html", request, who, workflow_id=workflow_id)
+            return HTMLResponse(page, status_code=404)
+        return HTMLResponse(self.render("run.html", request, who, **self._run_values(watch)))
+
+    def _run_values(self, watch: RunWatch) -> dict[str, Any]:
+        state = watch.state
+        status = state.status
+        run = None if state.closed else _waiting_run(watch.workflow_id, status, state.messages)
+        return {
+            "workflow_id": watch.workflow_id,
+            "status": status,
+            "closed": state.closed,
+            "messages": state.messages,
+            "events": [(e["seq"], event_line(e)) for e in state.events],
+            "run": run,
+            "version": watch.changes.version,
+            "after": watch.last_seq,
+            "pieces": len(state.pieces),
+        }
+
+    async def run_live(self, request: Request, who: Identity) -> Response:
+        """What changed on a run's page since the viewer's cursors, from the shared watch."""
+        watch = self.watches.get(request.path_params["workflow_id"])
+        after = _int(request.query_params.get("after"), -1)
+        piece = _int(request.query_params.get("piece"), 0)
+        seen = _int(request.query_params.get("v"), -1)
+        state = watch.state
+        events = [
+            {"seq": e["seq"], "type": e["type"], "round": e["round"], "line": event_line(e)}
+            for e in state.events
+            if e["seq"] > after
+        ]
+        pieces = [
+            {"round": p.round, "text": p.text, "restart": p.restart} for p in state.pieces[piece:]
+        ]
+        body: dict[str, Any] = {
+            "events": events,
+            "pieces": pieces,
+            "next_piece": len(state.pieces),
+            "version": watch.changes.version,
+            "done": watch.done,
+            "parts": None,
+        }
+        if seen != watch.changes.version:
+            values = self._run_values(watch)
+            body["parts"] = {
+                "phase": self.render("_phase.html", request, who, **values),
+                "conversation": self.render("_conversation.html", request, who, **values),
+                "calls": self.render(
+                    "_calls.html",
+                    request,
+                    who,
+                    runs=[values["run"]] if values["run"] else [],
+                    here=True,
+                ),
+            }
+        return JSONResponse(body)
+
+    # ------------------------------------------------------------ API
+
+    async def api_pending(self, request: Request, who: Identity) -> Response:
+        runs = await self.inbox.fresh()
+        return JSONResponse([r.as_json() for r in runs])
+
+    async def api_run(self, request: Request, who: Identity) -> Response:
+        workflow_id = request.path_params["workflow_id"]
+        handle = self.client.get_workflow_handle(workflow_id)
+        try:
+            status: AgentStatus = await asyncio.wait_for(
+                handle.query(names.QUERY_STATUS, result_type=AgentStatus), 30
+            )
+            messages: list[ChatMessage] = await asyncio.wait_for(
+                handle.query(names.QUERY_MESSAGES, result_type=list[ChatMessage]), 30
+            )
+            events: list[AgentEvent] = await asyncio.wait_for(
+                handle.query(names.QUERY_EVENTS, -1, result_type=list[AgentEvent]), 30
+            )
+        except Exception as err:
+            code, failure = actions._failure(err, workflow_id)
+            return JSONResponse(failure, status_code=code)
+        return JSONResponse(
+            {
+                "workflow_id": workflow_id,
+                "status": status.model_dump(mode="json"),
+                "messages": [m.model_dump(mode="json") for m in messages],
+                "events": [e.model_dump(mode="json") for e in events],
+            }
+        )
+
+    async def api_events(self, request: Request, who: Identity) -> Response:
+        """Server-sent events: each event's JSON as `data`, its seq as `id`; resumes after
+        `Last-Event-ID`; ends after `finished`. Served from the run's shared watch."""
+        watch = self.watches.get(request.path_params["workflow_id"])
+        after = _int(request.headers.get("last-event-id"), -1)
+
+        async def stream() -> AsyncIterator[str]:
+            last = after
+            while True:
+                watch.viewed()
+                seen = watch.changes.version
+                for event in [e for e in watch.state.events if e["seq"] > last]:
+                    last = event["seq"]
+                    yield f"id: {last}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n"
+                    if event["type"] == "finished":
+                        return
+                if watch.done:
+                    if watch.state.closed:  # ended without `finished` (e.g. terminated)
+                        closed = json.dumps({"closed": watch.state.closed})
+                        yield f"event: closed\ndata: {closed}\n\n"
+                    return
+                before = watch.changes.version
+                await watch.changes.wait(seen, SSE_PING_SECONDS)
+                if watch.changes.version == before:
+                    yield ": ping\n\n"
+
+        return StreamingResponse(
+            stream(),
+            media_type="text/event-stream",
+            headers={"X-Accel-Buffering": "no"},
+        )
+
+    async def api_start(self, request: Request, who: Identity) -> Response:
+        body, bad = await self.json_body(request)
+        if bad is not None:
+            return bad
+        code, answer = await actions.start_run(self.client, self.queue, body)
+        headers = {}
+        if code == 201:
+            headers["Location"] = f"/runs/{quote(answer['workflow_id'], safe='')}"
+            self.inbox.poke()
+        return JSONResponse(answer, status_code=code, headers=headers)
+
+    async def api_approve(self, request: Request, who: Identity) -> Response:
+        body, bad = await self.json_body(request)
+        if bad is not None:
+            return bad
+        workflow_id = request.path_params["workflow_id"]
+        code, answer = await actions.answer(self.client, workflow_id, body, who.user)
+        self.inbox.poke()
+        return JSONResponse(answer, status_code=code)
+
+    async def api_cancel(self, request: Request, who: Identity) -> Response:
+        body, bad = await self.json_body(request)
+        if bad is not None:
+            return bad
+        code, answer = await actions.cancel(self.client, request.path_params["workflow_id"], body)
+        self.inbox.poke()
+        return JSONResponse(answer, status_code=code)
+
+    async def api_message(self, request: Request, who: Identity) -> Response:
+        body, bad = await self.json_body(request)
+        if bad is not None:
+            return bad
+        workflow_id = request.path_params["workflow_id"]
+        code, answer = await actions.send_message(self.client, workflow_id, body)
+        return JSONResponse(answer, status_code=code)
+
+    # ------------------------------------------------------------ assembly
+
+    def routes(self) -> list[Route | Mount]:
+        page, api = self.page, self.api
+        return [
+            Route("/", page(self.inbox_page)),
+            Route("/signin", self.signin_page, methods=["GET"]),
+            Route("/signin", self.signin, methods=["POST"]),
+            Route("/signout", self.signout, methods=["POST"]),
+            Route("/inbox/live", api(self.inbox_live, changes=False)),
+            Route("/runs/{workflow_id}", page(self.run_page)),
+            Route("/runs/{workflow_id}/live", api(self.run_live, changes=False)),
+            Route("/api/pending", api(self.api_pending, changes=False)),
+            Route("/api/runs", api(self.api_start, changes=True), methods=["POST"]),
+            Route("/api/runs/{workflow_id}", api(self.api_run, changes=False)),
+            Route("/api/runs/{workflow_id}/events", api(self.api_events, changes=False)),
+            Route(
+                "/api/runs/{workflow_id}/approvals",
+                api(self.api_approve, changes=True),
+                methods=["POST"],
+            ),
+            Route(
+                "/api/runs/{workflow_id}/cancel",
+                api(self.api_cancel, changes=True),
+                methods=["POST"],
+            ),
+            Route(
+                "/api/runs/{workflow_id}/messages",
+                api(self.api_message, changes=True),
+                methods=["POST"],
+            ),
+            Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        ]
+
+    def asgi(self) -> SecurityHeaders:
+        @contextlib.asynccontextmanager
+        async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+            self.inbox.start()
+            try:
+                yield
+            finally:
+                await self.inbox.stop()
+                await self.watches.stop()
+
+        app: ASGIApp = Starlette(routes=self.routes(), lifespan=lifespan)
+        if self.guard.local:
+            app = LoopbackOnly(app)
+        return SecurityHeaders(app)
+
+
+def _waiting_run(
+    workflow_id: str, status: AgentStatus | None, messages: list[ChatMessage]
+) -> WaitingRun | None:
+    from starter.web.hub import context_of
+
+    if status is None or status.phase != "awaiting_approval" or not status.pending_approvals:
+        return None
+    first, text = context_of(messages, status.pending_approvals)
+    return WaitingRun(
+        workflow_id,
+        None,
+        status.awaiting_since,
+        status.round,
+        status.pending_approvals,
+        first,
+        text,
+    )
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+def _next(request: Request, form: dict[str, list[str]] | None = None) -> str:
+    """Where to go after signing in: a path on this site only."""
+    target = (form or {}).get("next", [None])[0] or request.query_params.get("next") or "/"
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target
+
+
+def build_app(client: Client, *, queue: str, guard: Guard) -> tuple[WebApp, SecurityHeaders]:
+    web = WebApp(client, queue=queue, guard=guard)
+    return web, web.asgi()
+
+
+__all__ = ["Guard", "Signer", "ToolCall", "UsersFile", "WebApp", "build_app"]

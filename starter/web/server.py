@@ -1,0 +1,116 @@
+"""`python -m starter web [--host 127.0.0.1] [--port 8080]` and `python -m starter web add-user
+NAME [--token]`: serve the approval inbox until SIGINT/SIGTERM, or add a user who may sign in."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import os
+import signal
+import sys
+from pathlib import Path
+
+import uvicorn
+from temporalio.client import Client
+
+from starter.codec_server import is_loopback, listen
+from starter.connect import connect, connect_config, task_queue
+from starter.errors import cannot_reach
+from starter.follow import default_approver
+from starter.web.app import build_app
+from starter.web.auth import ENV_USERS_FILE, Signer, UsersFile, UsersFileError, add_user
+from starter.web.security import Guard
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+class StartError(Exception):
+    """The server cannot start as configured; the message is the one line to print."""
+
+
+def make_guard(host: str, environ: dict[str, str] | os._Environ[str]) -> Guard:
+    """Signed-in mode with a users file; local mode (loopback only) without one."""
+    path = environ.get(ENV_USERS_FILE)
+    if not path:
+        if not is_loopback(host):
+            raise StartError(
+                f"--host {host} is not a loopback address: set {ENV_USERS_FILE} (see"
+                " `python -m starter web add-user`) so that people sign in, or serve on 127.0.0.1"
+            )
+        return Guard(Signer.from_env(dict(environ)), None, default_approver())
+    try:
+        users = UsersFile(Path(path))
+    except UsersFileError as err:
+        raise StartError(f"{ENV_USERS_FILE}: {err}") from None
+    return Guard(Signer.from_env(dict(environ)), users, default_approver())
+
+
+async def serve(host: str, port: int, client: Client | None = None) -> int:
+    """Serve until SIGINT or SIGTERM; returns the exit code."""
+    try:
+        guard = make_guard(host, os.environ)
+    except StartError as err:
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        return EXIT_USAGE
+    if client is None:
+        config = connect_config()
+        try:
+            client = await connect()
+        except Exception as err:
+            address, namespace = str(config.get("target_host")), str(config.get("namespace"))
+            print(f"error: {cannot_reach(address, namespace, err).message}", file=sys.stderr)
+            return EXIT_ERROR
+    _web, app = build_app(client, queue=task_queue(), guard=guard)
+    try:
+        sock = listen(host, port)
+    except OSError as err:
+        print(f"error: cannot listen on {host}:{port}: {err.strerror or err}", file=sys.stderr)
+        return EXIT_ERROR
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    )
+    # Our own handlers: uvicorn's would raise the signal again after shutdown.
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
+    shown_host = f"[{host}]" if ":" in host else host
+    mode = "local mode, no sign-in" if guard.local else f"sign-in with {ENV_USERS_FILE}"
+    print(f"approval inbox at http://{shown_host}:{sock.getsockname()[1]}/ ({mode})", flush=True)
+    await server.serve(sockets=[sock])
+    return EXIT_OK
+
+
+def read_password() -> str | None:
+    """Twice at a terminal (they must match); else one line of standard input."""
+    if sys.stdin.isatty():
+        first = getpass.getpass("password: ")
+        if getpass.getpass("again: ") != first:
+            print("error: the passwords differ", file=sys.stderr)
+            return None
+        return first
+    line = sys.stdin.readline()
+    return line.rstrip("\r\n")
+
+
+def cmd_add_user(name: str, with_token: bool) -> int:
+    path = os.environ.get(ENV_USERS_FILE)
+    if not path:
+        print(f"error: set {ENV_USERS_FILE} to the users file to write", file=sys.stderr)
+        return EXIT_USAGE
+    password = read_password()
+    if password is None:
+        return EXIT_USAGE
+    if not password:
+        print("error: an empty password is not allowed", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        token = add_user(Path(path), name, password, with_token=with_token)
+    except (UsersFileError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"user {name} written to {path}", file=sys.stderr if token else sys.stdout)
+    if token:
+        print(token, flush=True)
+    return EXIT_OK

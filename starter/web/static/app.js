@@ -1,0 +1,221 @@
+// The inbox and run pages, live without reload. Everything comes from this server: the inbox
+// list from its shared poll, a run's events and text from its one shared stream subscription.
+(function () {
+  "use strict";
+  const body = document.body;
+  const csrf = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
+
+  function show(kind, text) {
+    const box = document.getElementById(kind === "alert" ? "alerts" : "notes");
+    if (!box) return;
+    box.replaceChildren();
+    if (!text) return;
+    const p = document.createElement("p");
+    if (kind === "alert") p.setAttribute("role", "alert");
+    p.className = kind === "alert" ? "refusal" : "note";
+    p.textContent = text;
+    box.appendChild(p);
+  }
+
+  async function send(url, payload) {
+    const response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "content-type": "application/json", "x-csrf-token": csrf },
+      body: JSON.stringify(payload),
+    });
+    let data = null;
+    try { data = await response.json(); } catch (e) { data = null; }
+    return { ok: response.ok, status: response.status, data: data,
+             location: response.headers.get("location") };
+  }
+
+  function failure(result) {
+    return (result.data && result.data.error) || ("request failed (" + result.status + ")");
+  }
+
+  function keyOf(el) {
+    return el.getAttribute("data-workflow-id") + "\u0000" + el.getAttribute("data-call-id");
+  }
+
+  // Replace the calls in `container` by those of `html`, keeping the elements that stay (and
+  // what a person typed into them).
+  function mergeCalls(container, html) {
+    const template = document.createElement("template");
+    template.innerHTML = html;
+    const current = new Map();
+    container.querySelectorAll("[data-call-id]").forEach(function (el) { current.set(keyOf(el), el); });
+    const wanted = [];
+    Array.from(template.content.children).forEach(function (el) {
+      if (el.hasAttribute("data-call-id")) {
+        wanted.push(current.get(keyOf(el)) || el);
+      } else {
+        wanted.push(el);
+      }
+    });
+    const now = Array.from(container.children);
+    const same = now.length === wanted.length && now.every(function (el, i) {
+      return el === wanted[i] || (!el.hasAttribute("data-call-id") && el.isEqualNode(wanted[i]));
+    });
+    if (!same) container.replaceChildren.apply(container, wanted);
+    tick();
+  }
+
+  function age(seconds) {
+    seconds = Math.max(0, Math.floor(seconds));
+    const d = Math.floor(seconds / 86400), h = Math.floor(seconds % 86400 / 3600);
+    const m = Math.floor(seconds % 3600 / 60), s = seconds % 60;
+    if (d) return d + "d " + h + "h";
+    if (h) return h + "h " + m + "m";
+    if (m) return m + "m " + s + "s";
+    return s + "s";
+  }
+
+  function tick() {
+    document.querySelectorAll("[data-waiting-since]").forEach(function (el) {
+      const since = Date.parse(el.getAttribute("data-waiting-since"));
+      if (!isNaN(since)) el.textContent = age((Date.now() - since) / 1000);
+    });
+  }
+
+  let refreshNow = function () {};
+
+  document.addEventListener("submit", async function (event) {
+    const form = event.target;
+    const kind = form.getAttribute("data-form");
+    if (!kind) return;
+    event.preventDefault();
+    const buttons = form.querySelectorAll("button");
+    buttons.forEach(function (b) { b.disabled = true; });
+    try {
+      if (kind === "answer") await answer(form, event.submitter);
+      else if (kind === "start") await start(form);
+      else if (kind === "cancel") await cancelRun(form);
+      else if (kind === "message") await message(form);
+    } catch (err) {
+      show("alert", "request failed: " + err);
+    } finally {
+      buttons.forEach(function (b) { b.disabled = false; });
+    }
+  });
+
+  async function answer(form, submitter) {
+    const approved = !!submitter && submitter.value === "true";
+    const callId = form.elements["call_id"].value;
+    const payload = { call_id: callId, approved: approved };
+    const reason = form.elements["reason"].value.trim();
+    if (reason) payload.reason = reason;
+    const args = form.elements["arguments"];
+    // Edited arguments replace the model's only when the call runs (an approval).
+    if (approved && args.value !== args.defaultValue) payload.arguments = args.value;
+    if (form.elements["remember"].checked) payload.remember = true;
+    const result = await send(form.getAttribute("data-api"), payload);
+    if (!result.ok) {
+      show("alert", callId + ": " + failure(result));
+      return;
+    }
+    show("alert", "");
+    const item = form.closest("[data-call-id]");
+    if (item) item.remove();
+    show("note", callId + (approved ? " approved" : " rejected"));
+    refreshNow();
+  }
+
+  async function start(form) {
+    const result = await send("/api/runs", { prompt: form.elements["prompt"].value });
+    if (!result.ok) { show("alert", failure(result)); return; }
+    window.location.assign(result.location);
+  }
+
+  async function cancelRun(form) {
+    const result = await send(form.getAttribute("data-api"), { immediate: true });
+    if (!result.ok) { show("alert", failure(result)); return; }
+    show("note", "cancel requested");
+    refreshNow();
+  }
+
+  async function message(form) {
+    const field = form.elements["content"];
+    const result = await send(form.getAttribute("data-api"), { content: field.value });
+    if (!result.ok) { show("alert", failure(result)); return; }
+    field.value = "";
+    show("note", "message sent");
+  }
+
+  function loop(step, every) {
+    let timer = null;
+    let running = false;
+    async function go() {
+      clearTimeout(timer);
+      if (running) return;
+      running = true;
+      let again = true;
+      try { again = await step(); } catch (e) { again = true; }
+      running = false;
+      if (again !== false) timer = setTimeout(go, every);
+    }
+    refreshNow = go;
+    go();
+  }
+
+  function inboxPage() {
+    let version = body.getAttribute("data-version");
+    const calls = document.getElementById("calls");
+    const problem = document.getElementById("poll-error");
+    loop(async function () {
+      const response = await fetch("/inbox/live?v=" + encodeURIComponent(version), { credentials: "same-origin" });
+      if (!response.ok) return true;
+      const data = await response.json();
+      problem.textContent = data.error || "";
+      if (data.html !== null) {
+        version = String(data.version);
+        mergeCalls(calls, data.html);
+      }
+      return true;
+    }, 700);
+  }
+
+  function runPage() {
+    const id = body.getAttribute("data-run");
+    let version = body.getAttribute("data-version");
+    let after = parseInt(body.getAttribute("data-after"), 10);
+    let piece = parseInt(body.getAttribute("data-piece"), 10);
+    const events = document.getElementById("events");
+    const liveText = document.getElementById("live-text");
+    loop(async function () {
+      const url = "/runs/" + encodeURIComponent(id) + "/live?after=" + after + "&piece=" + piece + "&v=" + encodeURIComponent(version);
+      const response = await fetch(url, { credentials: "same-origin" });
+      if (!response.ok) return true;
+      const data = await response.json();
+      data.pieces.forEach(function (p) {
+        if (p.restart) liveText.textContent = "";
+        liveText.textContent += p.text;
+      });
+      piece = data.next_piece;
+      data.events.forEach(function (e) {
+        const li = document.createElement("li");
+        li.setAttribute("data-seq", e.seq);
+        const seq = document.createElement("span");
+        seq.className = "seq";
+        seq.textContent = e.seq;
+        li.appendChild(seq);
+        li.appendChild(document.createTextNode(" " + e.line));
+        events.appendChild(li);
+        after = e.seq;
+        if (e.type === "text_delta") liveText.textContent = "";
+      });
+      if (data.parts) {
+        version = String(data.version);
+        document.getElementById("phase").innerHTML = data.parts.phase;
+        document.getElementById("conversation").innerHTML = data.parts.conversation;
+        mergeCalls(document.getElementById("calls"), data.parts.calls);
+      }
+      return !data.done;
+    }, 400);
+  }
+
+  setInterval(tick, 1000);
+  tick();
+  if (body.getAttribute("data-page") === "inbox") inboxPage();
+  if (body.getAttribute("data-page") === "run") runPage();
+})();
