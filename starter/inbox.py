@@ -25,7 +25,10 @@ DETAILS_TIMEOUT_SECONDS = 3.0
 
 INBOX_QUERY = (
     f'WorkflowType="{names.WORKFLOW_TYPE}" AND {names.AGENT_STATUS.name}="awaiting_approval"'
+    ' AND ExecutionStatus="Running"'
 )
+"""Runs waiting for a person. A run that was terminated while waiting keeps its last
+`AgentStatus`, so only open runs count (and a query to a closed one would wait for a worker)."""
 
 
 @dataclass

@@ -22,16 +22,14 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter import live
-from starter.commands import INBOX_QUERY
+from starter.inbox import INBOX_QUERY
 from workflows import names
 from workflows.model import AgentEvent, AgentStatus, ChatMessage, FinishedEvent, ToolCall
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-WAITING_QUERY = f'{INBOX_QUERY} AND ExecutionStatus="Running"'
-"""Runs waiting for a person. A run that was terminated while waiting keeps its last
-`AgentStatus`, so only open runs count (and a query to a closed one would wait for a worker)."""
+WAITING_QUERY = INBOX_QUERY
 INBOX_POLL_SECONDS = 0.8
 INBOX_IDLE_SECONDS = 30.0
 """The inbox stops polling Temporal when nobody looked for this long."""
