@@ -397,7 +397,10 @@ async def test_interactive_run_at_a_terminal(agent: Agent) -> None:
             seen += chunk.decode()
 
     try:
-        await read_until('approve call_2 delete_path {"path": "logs"}? [y]es / [n]o / [s]kip: ')
+        await read_until(
+            'approve call_2 delete_path {"path": "logs"}? [y]es'
+            " / [a]lways allow delete_path in this run / [n]o / [s]kip: "
+        )
         os.write(controller, b"n\n")
         await read_until("reason (empty: User denied): ")
         os.write(controller, b"keep the logs\n")
