@@ -8,6 +8,7 @@ import base64
 import os
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from temporalio.client import Client
@@ -25,6 +26,19 @@ def venv_binary(name: str) -> str:
     if found is None:
         raise RuntimeError(f"{name} not found: install the dev extras (pip install -e '.[dev]')")
     return found
+
+
+LAYERS = {"unit", "workflow", "cli", "e2e", "reliability", "web"}
+"""Each test's layer is the folder it lives in (`tests/<layer>/…`), and its marker:
+`./run tests -m unit` runs the fast lane, `-m "not e2e"` leaves the slowest out."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        parts = Path(str(item.path)).relative_to(here).parts
+        if len(parts) > 1 and parts[0] in LAYERS:
+            item.add_marker(parts[0])
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -16,10 +16,12 @@ from typing import Any
 from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Worker
 
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, status, wait_for_phase, wait_until, worker_for
 from workflows import bounds
+from workflows.agent import MAX_CONVERSATION_BYTES, AgentWorkflow
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -214,3 +216,21 @@ async def _warnings(handle: WorkflowHandle[Any, Any], count: int) -> list[Any] |
 async def _generations(client: Client, workflow_id: str, count: int) -> bool:
     runs = [w async for w in client.list_workflows(f'WorkflowId="{workflow_id}"')]
     return len(runs) >= count
+
+
+# ---- No single payload nears Temporal's 2 MB limit: a conversation too big to send to the model
+
+
+async def test_oversized_conversation_ends_with_a_clear_error(client, task_queue):
+    fake = FakeAgentActivities(replies=[text("never sent")])
+    prompt = "x" * (MAX_CONVERSATION_BYTES + 1000)
+    async with Worker(
+        client, task_queue=task_queue, workflows=[AgentWorkflow], activities=fake.activities()
+    ):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt(prompt))
+        result = await handle.result()
+        log = await events(handle)
+    assert result.finish_reason == "error"
+    assert result.error is not None and result.error.startswith("Conversation too large")
+    assert [e.type for e in log] == ["error", "finished"]
+    assert fake.llm_requests == []

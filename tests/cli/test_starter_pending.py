@@ -14,9 +14,9 @@ from pathlib import Path
 from temporalio.client import Client
 
 from activities.settings import Settings
+from tests.cli.test_starter import new_id, seed, starter
 from tests.fake_openai import FakeOpenAI, tool_calls
 from tests.helpers import wait_for_phase, wait_until
-from tests.test_starter import new_id, seed, starter
 from worker import run_worker
 from workflows.names import AGENT_STATUS
 

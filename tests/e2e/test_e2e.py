@@ -19,8 +19,8 @@ import httpx
 import pytest
 from temporalio.client import Client
 
+from tests.cli.test_starter import REPO, Result, seed, starter
 from tests.helpers import wait_for_phase
-from tests.test_starter import REPO, Result, seed, starter
 
 API_KEY = "sk-e2e-secret-never-printed"
 

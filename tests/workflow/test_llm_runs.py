@@ -39,7 +39,7 @@ from tests.fake_openai import (
     unauthorized,
 )
 from tests.helpers import events, start_run
-from tests.test_llm_client import (
+from tests.unit.test_llm_client import (
     URL_PASSWORD,
     URL_QUERY_KEY,
     WRONG_BODIES,

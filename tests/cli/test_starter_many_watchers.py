@@ -12,8 +12,8 @@ import asyncio
 import sys
 from dataclasses import dataclass, field
 
-from tests import test_starter
-from tests.test_starter import REPO, Agent, start_waiting
+from tests.cli import test_starter
+from tests.cli.test_starter import REPO, Agent, start_waiting
 
 agent = test_starter.agent  # the fixture: a worker with the real activities, the scripted model
 

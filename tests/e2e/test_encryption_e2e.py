@@ -26,9 +26,9 @@ from temporalio.service import RPCError
 
 from starter.codec import ENCODING, ENV_KEY, ENV_KEYS, KEY_ID_METADATA, EncryptionCodec, parse_keys
 from starter.connect import data_converter
+from tests.cli.test_starter import Result, seed, starter
+from tests.e2e.test_e2e import Process, clean_env, spawn
 from tests.helpers import status, wait_for_phase, wait_until
-from tests.test_e2e import Process, clean_env, spawn
-from tests.test_starter import Result, seed, starter
 
 TEMPORAL = str(Path(sys.executable).parent / "temporal")
 PROMPT = "Please delete the logs folder"

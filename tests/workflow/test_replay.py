@@ -18,7 +18,7 @@ from starter.connect import data_converter
 from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunResult, ToolSpec
 
-HISTORIES = sorted((Path(__file__).parent / "histories").glob("**/*.json"))
+HISTORIES = sorted((Path(__file__).parent.parent / "histories").glob("**/*.json"))
 """Every release's recordings: the first release's directly in `histories/`, later ones in
 `histories/<release>/`."""
 EXPECTED = {
@@ -65,7 +65,7 @@ def test_all_scenarios_are_recorded():
 
 
 def _name(path: Path) -> str:
-    return path.relative_to(Path(__file__).parent / "histories").with_suffix("").as_posix()
+    return path.relative_to(Path(__file__).parent.parent / "histories").with_suffix("").as_posix()
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[_name(p) for p in HISTORIES])
@@ -94,7 +94,7 @@ class ReorderedAgentWorkflow:
 
 @pytest.mark.parametrize("name", ["approve", "mixed"])
 async def test_replay_catches_nondeterminism(name):
-    path = Path(__file__).parent / "histories" / f"{name}.json"
+    path = Path(__file__).parent.parent / "histories" / f"{name}.json"
     replayer = Replayer(workflows=[ReorderedAgentWorkflow], data_converter=data_converter())
     result = await replayer.replay_workflow(load(path), raise_on_replay_failure=False)
     assert isinstance(result.replay_failure, workflow.NondeterminismError), result.replay_failure

@@ -13,8 +13,8 @@ from temporalio.client import WorkflowUpdateFailedError, WorkflowUpdateStage
 from temporalio.contrib.workflow_streams import PollInput, PollResult, WorkflowStreamClient
 from temporalio.service import RPCError
 
-from tests import test_starter
-from tests.test_starter import REPO, Agent, start_waiting
+from tests.cli import test_starter
+from tests.cli.test_starter import REPO, Agent, start_waiting
 
 agent = test_starter.agent  # the fixture: a worker with the real activities, the scripted model
 

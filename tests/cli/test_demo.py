@@ -9,7 +9,7 @@ import socket
 
 from temporalio.client import Client
 
-from tests.test_starter import Result, starter
+from tests.cli.test_starter import Result, starter
 
 EXPECTED_LINES = [
     "[r0] approval call_1 approved by policy rule 0",

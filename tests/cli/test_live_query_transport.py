@@ -11,10 +11,10 @@ from typing import Any
 from temporalio.client import Client
 
 from starter.live import follow
-from tests import test_streaming
 from tests.fake_openai import FakeOpenAIServer, Slow, tool_calls
 from tests.helpers import start_run, wait_until
-from tests.test_streaming import LOOKING, TICK, Timeline, worker
+from tests.workflow import test_streaming
+from tests.workflow.test_streaming import LOOKING, TICK, Timeline, worker
 from workflows.model import AgentRunInput
 
 # The fixtures of the streaming tests: the fake OpenAI server, an HTTP client, a workspace.

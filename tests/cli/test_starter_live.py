@@ -21,7 +21,7 @@ from tests.helpers import events, start_run
 from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CHUNKS = 40
 
 

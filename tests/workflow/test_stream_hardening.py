@@ -17,9 +17,9 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.contrib.workflow_streams import PollInput, PollResult
 
+from tests.cli.test_temporal_cli import Cli
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, status, wait_for_phase, wait_until, worker_for
-from tests.test_temporal_cli import Cli
 from workflows.live_stream import MAX_STREAM_POLLERS, STREAM_POLL_UPDATE, STREAM_PUBLISH_SIGNAL
 from workflows.model import AgentRunInput, LlmResponse, StreamDelta
 

@@ -27,7 +27,7 @@ from tests.helpers import events, status, wait_for_phase, wait_until
 from worker import run_worker
 from workflows.model import AgentRunResult
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SEED_FILES = {
     "logs/app.log": "INFO started\n",
     "logs/old.log": "INFO old\n",

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_demo import EXPECTED_LINES
+from tests.cli.test_demo import EXPECTED_LINES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOT_SHIPPED = shutil.ignore_patterns(
     ".git", ".venv", "__pycache__", "build", "*.egg-info", ".*_cache", "bench-results"
 )

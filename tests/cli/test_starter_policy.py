@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests import test_starter
+from tests.cli import test_starter
+from tests.cli.test_starter import Agent, new_id, start_waiting
+from tests.cli.test_temporal_cli import Cli
 from tests.helpers import events, of_type, wait_for_phase
-from tests.test_starter import Agent, new_id, start_waiting
-from tests.test_temporal_cli import Cli
 
 agent = test_starter.agent  # the fixture: a worker with the real activities, the scripted model
 
