@@ -56,4 +56,4 @@ async def main(prompt: str) -> None:
 
 if __name__ == "__main__":
     asyncio.run(main(" ".join(sys.argv[1:]) or "How many words are in 'to be or not'?"))
-    os._exit(0)  # skips the SDK's interpreter-shutdown crash (sdk-python issue 300)
+    os._exit(0)  # skips a known SDK crash at interpreter shutdown

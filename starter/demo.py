@@ -1,4 +1,4 @@
-"""`python -m starter demo`: the seed's story, offline, in one command.
+"""`python -m starter demo`: the file-manager story, offline, in one command.
 
 Uses the Temporal server at the configured address (envconfig) when one answers there, else
 starts an embedded dev server (the `temporal` binary of the virtual environment) and stops it at

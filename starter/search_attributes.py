@@ -1,4 +1,4 @@
-"""Registers the approval-inbox search attributes (SPEC §9) when the namespace lacks them, so a
+"""Registers the approval-inbox search attributes when the namespace lacks them, so a
 plain `temporal server start-dev` (or the time-skipping test server) works."""
 
 from __future__ import annotations

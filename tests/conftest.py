@@ -113,7 +113,7 @@ def task_queue() -> str:
     return f"test-{uuid.uuid4()}"
 
 
-# Known SDK wart (sdk-python issue 300): a process that used a Temporal client can crash with
+# A known SDK problem: a process that used a Temporal client can crash with
 # SIGSEGV/SIGABRT while the interpreter shuts down, after all its work is done. A test run must
 # not turn that into a failed (flaky) CI, so once pytest has printed its summary we flush and end
 # the process with pytest's own exit status.

@@ -1,4 +1,4 @@
-"""The domain model of SPEC §2: what travels between clients, the workflow and the activities.
+"""The domain model: what travels between clients, the workflow and the activities.
 
 Everything here is plain pydantic v2 and goes over the wire as JSON through the pydantic data
 converter, so the field names are a public contract: do not rename them.
@@ -167,7 +167,7 @@ class AgentRunOptions(BaseModel):
     max_tokens: Annotated[int, Field(gt=0)] | None = None
     """The most tokens the model may generate per reply (sent as `max_tokens`); null = the
     worker's `LLM_MAX_TOKENS`, or no limit."""
-    # Beyond the SPEC's list, all optional:
+    # Also optional:
     idle_timeout_seconds: Annotated[float, Field(gt=0)] | None = None
     """With `keep_alive`, end the session after this long without a message (null = never)."""
     max_history_events: Annotated[int, Field(ge=100)] | None = None

@@ -231,8 +231,8 @@ async def start_worker(name: str, env: dict[str, str], log_dir: Path) -> Managed
 
 
 WORKER_CLEAN_EXIT_CODES = {0}
-"""worker.py leaves through `os._exit(code)` after a graceful stop (see its `_exit`), so the
-SDK's interpreter-exit crash (sdk-python issue 300) cannot replace the code: 0 is expected."""
+"""worker.py leaves through `os._exit(code)` after a graceful stop (see `starter.process.exit_now`), so the
+SDK's interpreter-exit crash (a known SDK problem) cannot replace the code: 0 is expected."""
 
 
 @contextlib.contextmanager
