@@ -8,7 +8,6 @@ from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.worker import Worker
 
 from activities.plugin import AgentPlugin, heartbeat_tuning
@@ -17,6 +16,7 @@ from tests.fakes import FakeAgentActivities
 from tests.helpers import worker_for
 from workflows import names
 from workflows.agent import AgentWorkflow
+from workflows.converter import AgentPayloadConverter
 
 
 async def test_a_worker_gets_the_workflow_the_activities_and_the_heartbeat_tuning(
@@ -28,6 +28,7 @@ async def test_a_worker_gets_the_workflow_the_activities_and_the_heartbeat_tunin
     registered = [getattr(a, "__temporal_activity_definition").name for a in config["activities"]]
     assert registered == [
         names.ACTIVITY_LIST_TOOLS,
+        names.ACTIVITY_WORKER_POLICY,
         names.ACTIVITY_CALL_LLM,
         names.ACTIVITY_EXECUTE_TOOL,
     ]
@@ -51,7 +52,7 @@ async def test_a_client_gets_the_agent_s_data_converter(client):
     connected = await Client.connect(
         client.service_client.config.target_host, namespace=client.namespace, plugins=[plugin]
     )
-    assert connected.data_converter.payload_converter_class is PydanticPayloadConverter
+    assert connected.data_converter.payload_converter_class is AgentPayloadConverter
 
 
 async def test_one_plugin_starts_its_mcp_servers_again_after_closing(tmp_path):
