@@ -337,3 +337,9 @@ def test_invariant_open_tail():
 )
 def test_invariant_violations_detected(history):
     assert invariant_violations(history) != []
+
+
+def test_arguments_nested_too_deeply_are_invalid_not_a_crash():
+    deep = '{"a":' * 3_000 + "1" + "}" * 3_000
+    parsed = parse_arguments(deep)
+    assert not parsed.ok and parsed.error == "nested too deeply"

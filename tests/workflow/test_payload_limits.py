@@ -9,6 +9,7 @@ workflow); the server is the real dev server.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -234,3 +235,15 @@ async def test_oversized_conversation_ends_with_a_clear_error(client, task_queue
     assert result.error is not None and result.error.startswith("Conversation too large")
     assert [e.type for e in log] == ["error", "finished"]
     assert fake.llm_requests == []
+
+
+async def test_a_reply_whose_arguments_are_nested_too_deeply_is_answered(client, task_queue):
+    deep = '{"a":' * 3_000 + "1" + "}" * 3_000
+    fake = FakeAgentActivities(replies=[calls(("c1", "run_command", deep)), text("done")])
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("go"))
+        result = await asyncio.wait_for(handle.result(), 30)
+    assert fake.tool_requests == []
+    tools = [m.content for m in result.messages if m.role == "tool"]
+    assert "Invalid tool arguments: nested too deeply" in tools[0]
+    assert result.finish_reason == "stop"
