@@ -9,14 +9,18 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
+
+from tests.fake_openai import FakeOpenAI, FakeOpenAIServer
+from tests.reliability.agents import InProcessWorker, in_process_worker
 
 RESULTS_FILE = Path(__file__).with_name("results.json")
 
@@ -122,3 +126,18 @@ def env_address(env: WorkflowEnvironment) -> str:
     """The `host:port` of the session dev server, for the `temporal` CLI and subprocesses."""
     config = env.client.service_client.config
     return str(config.target_host)
+
+
+@pytest.fixture(scope="module")
+async def model_rig(
+    client: Client, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[InProcessWorker, FakeOpenAIServer]]:
+    """The real activities against the fake OpenAI-compatible server on 127.0.0.1, in this
+    process (one per test module); yields (worker, server)."""
+    base = tmp_path_factory.mktemp("model-rig")
+    (base / "ws").mkdir()
+    with FakeOpenAI() as fake:
+        async with in_process_worker(
+            client, base / "ws", base / "state", llm_base_url=fake.base_url
+        ) as worker:
+            yield worker, fake

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
-from tests.fake_openai import FakeOpenAI, HttpError, Malformed, tool_calls, unauthorized
+from tests.fake_openai import HttpError, Malformed, tool_calls, unauthorized
 from tests.helpers import events, messages, status
 from tests.reliability.agents import (
     InProcessWorker,
@@ -508,19 +508,6 @@ async def test_message_during_approval_wait(
 
 
 # ---------------------------------------------------------------- from the model
-
-
-@pytest.fixture(scope="module")
-async def model_rig(
-    client: Client, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[tuple[InProcessWorker, Any]]:
-    base = tmp_path_factory.mktemp("bad-model")
-    (base / "ws").mkdir()
-    with FakeOpenAI() as fake:
-        async with in_process_worker(
-            client, base / "ws", base / "state", llm_base_url=fake.base_url
-        ) as worker:
-            yield worker, fake
 
 
 async def model_run(

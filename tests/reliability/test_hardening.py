@@ -10,21 +10,16 @@ from __future__ import annotations
 import json
 import uuid
 from base64 import b64encode
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client
 
-from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, RawJson, text, tool_calls
+from tests.fake_openai import RawJson, text, tool_calls
 from tests.helpers import events, status
 from tests.reliability.agents import (
-    InProcessWorker,
     approval_json,
     finished_well,
-    in_process_worker,
     last_seq,
     wait_pending,
     wait_warnings,
@@ -34,22 +29,10 @@ from tests.reliability.processes import signal_cli, temporal_cli
 PUBLISH = "__temporal_workflow_stream_publish"
 
 
-@pytest.fixture(scope="module")
-async def model(
-    client: Client, tmp_path_factory: pytest.TempPathFactory
-) -> AsyncIterator[tuple[InProcessWorker, FakeOpenAIServer]]:
-    """The real activities against the fake OpenAI-compatible server, in this process."""
-    base = tmp_path_factory.mktemp("hardening")
-    (base / "ws").mkdir()
-    with FakeOpenAI() as fake:
-        async with in_process_worker(
-            client, base / "ws", base / "state", llm_base_url=fake.base_url
-        ) as worker:
-            yield worker, fake
-
-
-async def test_a_reused_call_id_and_a_stale_answer(model, env_address: str, record: Any) -> None:
-    worker, fake = model
+async def test_a_reused_call_id_and_a_stale_answer(
+    model_rig, env_address: str, record: Any
+) -> None:
+    worker, fake = model_rig
     row = record("bad_input", "the model reuses `call_0`; round 0's answer is sent again")
     name = f"two-{uuid.uuid4().hex[:6]}.txt"
     fake.enqueue(
@@ -86,8 +69,8 @@ async def test_a_reused_call_id_and_a_stale_answer(model, env_address: str, reco
     row.checked("both approved commands ran, each once (the at-most-once record is per call)")
 
 
-async def test_stream_publishes_from_outside(model, env_address: str, record: Any) -> None:
-    worker, fake = model
+async def test_stream_publishes_from_outside(model_rig, env_address: str, record: Any) -> None:
+    worker, fake = model_rig
     fake.enqueue(tool_calls(("c1", "run_command", '{"command": "echo hi"}')), text("ok"))
     handle = await worker.start("publish at me")
     await wait_pending(handle)
@@ -125,9 +108,9 @@ async def test_stream_publishes_from_outside(model, env_address: str, record: An
 
 
 async def test_oversized_messages_and_ids(
-    model, env_address: str, record: Any, tmp_path: Path
+    model_rig, env_address: str, record: Any, tmp_path: Path
 ) -> None:
-    worker, fake = model
+    worker, fake = model_rig
     fake.enqueue(tool_calls(("c1", "run_command", '{"command": "echo hi"}')), text("ok"))
     handle = await worker.start("flood me")
     await wait_pending(handle)
@@ -180,8 +163,8 @@ async def test_oversized_messages_and_ids(
     row.checked("the run finishes `stop`; its result stays under the payload budget")
 
 
-async def test_a_start_input_nested_300_deep(model, env_address: str, record: Any) -> None:
-    worker, _ = model
+async def test_a_start_input_nested_300_deep(model_rig, env_address: str, record: Any) -> None:
+    worker, _ = model_rig
     row = record("bad_input", "a start input nested 300 levels deep")
     nested = '{"a":' * 300 + '"x"' + "}" * 300
     body = '{"messages":[{"role":"user","content":"hi"}],"options":{"x":' + nested + "}}"
@@ -210,8 +193,8 @@ async def test_a_start_input_nested_300_deep(model, env_address: str, record: An
     row.checked("the run fails at once with InvalidAgentRunInput (no workflow task loop)")
 
 
-async def test_a_reply_of_the_wrong_shape(model, record: Any) -> None:
-    worker, fake = model
+async def test_a_reply_of_the_wrong_shape(model_rig, record: Any) -> None:
+    worker, fake = model_rig
     row = record("bad_input", "the model server answers JSON that is not a chat completion")
     fake.enqueue(RawJson({"choices": 5}))
     before = len(fake.requests)
