@@ -39,10 +39,10 @@ from activities.plugin import (
 from activities.settings import Settings
 from activities.tools.mcp import McpStartError
 from activities.tools.sandbox import SandboxUnavailable
-from starter.codec import KeyConfigError
-from starter.connect import connect, connect_config, data_converter
-from starter.process import exit_now
-from starter.search_attributes import ensure_search_attributes
+from runtime.codec import KeyConfigError
+from runtime.connect import connect, connect_config, data_converter
+from runtime.process import exit_now
+from runtime.search_attributes import ensure_search_attributes
 
 __all__ = ["AgentPlugin", "Settings", "heartbeat_tuning", "run_worker"]
 

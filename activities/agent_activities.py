@@ -31,18 +31,18 @@ from activities.settings import Settings
 from activities.streaming import DeltaPublisher
 from activities.tools import ToolError, ToolRegistry
 from workflows import names
+from workflows.arguments import parse_arguments
 from workflows.bounds import TOOL_CONTENT_CHARS
 from workflows.model import ChatMessage, LlmRequest, LlmResponse, ToolRequest, ToolSpec
-from workflows.reconstruction import (
+from workflows.rules import WorkerPolicy
+from workflows.tool_results import (
     bound_text,
     envelope_error,
     framework_error_message,
     invalid_arguments_message,
-    parse_arguments,
     tool_not_found_message,
     tool_output_message,
 )
-from workflows.rules import WorkerPolicy
 
 TOOL_CONTENT_LIMIT = TOOL_CONTENT_CHARS
 

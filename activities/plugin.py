@@ -30,9 +30,9 @@ from activities.tools import Tool, ToolRegistry, build_default_registry
 from activities.tools.loading import ToolCatalog, load_tools
 from activities.tools.mcp import McpServers
 from activities.tools.sandbox import CommandPolicy, choose_policy
-from starter.codec import EncryptionCodec
-from starter.connect import data_converter, task_queue
-from starter.decryption_log import log_decryption_failures_once
+from runtime.codec import EncryptionCodec
+from runtime.connect import data_converter, task_queue
+from runtime.decryption_log import log_decryption_failures_once
 from workflows.agent import AgentWorkflow
 from workflows.converter import AgentPayloadConverter
 from workflows.rules import WorkerPolicy
@@ -178,7 +178,7 @@ class AgentPlugin(SimplePlugin):
         if not _uses_project_converter(client):
             raise ValueError(
                 "AgentPlugin: the worker's client does not use the agent's data converter;"
-                " connect it with plugins=[AgentPlugin(...)] (or starter.connect.connect())"
+                " connect it with plugins=[AgentPlugin(...)] (or runtime.connect.connect())"
             )
         if self._given_activities is not None:
             extra = list(self._given_activities)

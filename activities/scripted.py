@@ -23,9 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from workflows.arguments import parse_arguments
 from workflows.bounds import arguments_text
 from workflows.model import ChatMessage, LlmResponse, ToolCall, Usage
-from workflows.reconstruction import parse_arguments
 
 HELP_TEXT = (
     "I am a scripted file-manager assistant (a fixed set of rules, not a language model). "

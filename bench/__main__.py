@@ -16,7 +16,7 @@ from typing import Any
 
 from bench.harness import FULL, QUICK, Bench, start_server
 from bench.report import Figure, machine_info, table, write_json
-from starter.process import exit_now
+from runtime.process import exit_now
 
 Measure = Callable[[Bench], Awaitable[list[Figure]]]
 

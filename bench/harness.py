@@ -22,8 +22,8 @@ from temporalio.worker import Worker
 
 from activities.plugin import heartbeat_tuning
 from bench.bare_workflow import BareWorkflow
-from starter.connect import data_converter
-from starter.search_attributes import ensure_search_attributes
+from runtime.connect import data_converter
+from runtime.search_attributes import ensure_search_attributes
 from workflows.agent import AgentWorkflow
 
 DEV_SERVER_ARGS = ["--log-level", "error"]

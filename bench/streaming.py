@@ -36,9 +36,9 @@ from temporalio.worker import Worker
 from activities.agent_activities import AgentActivities
 from activities.settings import Settings
 from activities.tools import build_default_registry
-from starter.connect import data_converter
+from runtime.connect import data_converter
+from runtime.search_attributes import ensure_search_attributes
 from starter.live import follow
-from starter.search_attributes import ensure_search_attributes
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, Slow, _chunk, _delta, _Handler
 from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput

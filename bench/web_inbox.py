@@ -31,8 +31,8 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
 from activities.settings import Settings
-from starter.connect import data_converter
-from starter.search_attributes import ensure_search_attributes
+from runtime.connect import data_converter
+from runtime.search_attributes import ensure_search_attributes
 from worker import run_worker
 from workflows.model import AgentRunInput, AgentStatus
 

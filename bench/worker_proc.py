@@ -16,8 +16,8 @@ from temporalio.client import Client
 
 from bench.harness import worker
 from bench.stubs import RUN_COMMAND, FakeAgent, Stamps, bare_activities
-from starter.connect import data_converter
-from starter.process import exit_now
+from runtime.connect import data_converter
+from runtime.process import exit_now
 
 
 async def serve(address: str, namespace: str, task_queue: str, kind: str) -> None:

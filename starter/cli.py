@@ -8,13 +8,13 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NoReturn
 
+from runtime.codec import KeyConfigError
+from runtime.connect import connect, connect_config, data_converter
+from runtime.process import exit_now
+from runtime.telemetry import install_quiet_runtime
 from starter import commands
-from starter.codec import KeyConfigError
-from starter.connect import connect, connect_config, data_converter
 from starter.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, cannot_reach, translate
 from starter.output import Output
-from starter.process import exit_now
-from starter.telemetry import install_quiet_runtime
 
 Command = Callable[[commands.Ctx, argparse.Namespace], Awaitable[int]]
 

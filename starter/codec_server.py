@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from temporalio.api.common.v1 import Payloads
 
-from starter.codec import DecryptionError, EncryptionCodec, parse_keys
+from runtime.codec import DecryptionError, EncryptionCodec, parse_keys
 
 ENV_TOKEN = "AGENT_CODEC_TOKEN"
 DEFAULT_HOST = "127.0.0.1"

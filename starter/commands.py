@@ -19,8 +19,8 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from runtime.connect import task_queue
 from starter.answers import AnswerNotDelivered, submit_answer
-from starter.connect import task_queue
 from starter.errors import EXIT_OK, EXIT_RUN_NOT_OK, CliError, not_found, refusal
 from starter.follow import (
     Followed,

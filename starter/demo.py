@@ -32,12 +32,12 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
-from starter.connect import connect, connect_config, data_converter
+from runtime.connect import connect, connect_config, data_converter
+from runtime.search_attributes import ensure_search_attributes
 from starter.errors import EXIT_ERROR, EXIT_OK
 from starter.follow import follow
 from starter.output import Output
 from starter.render import call_text
-from starter.search_attributes import ensure_search_attributes
 from workflows import names
 from workflows.model import (
     AgentEvent,

@@ -6,7 +6,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.codec import find_decryption_error
+from runtime.codec import find_decryption_error
 
 EXIT_OK = 0
 EXIT_ERROR = 1

@@ -8,6 +8,7 @@ import unicodedata
 from datetime import UTC, datetime
 from typing import Any
 
+from workflows.arguments import parse_arguments
 from workflows.model import (
     AgentEvent,
     ApprovalEvent,
@@ -21,7 +22,6 @@ from workflows.model import (
     ToolResultEvent,
     WarningEvent,
 )
-from workflows.reconstruction import parse_arguments
 from workflows.rules import PolicyEntry
 
 TOOL_RESULT_PREVIEW = 300

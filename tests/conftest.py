@@ -14,11 +14,11 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from starter.codec import ENV_KEY, ENV_KEYS
-from starter.connect import data_converter
+from runtime.codec import ENV_KEY, ENV_KEYS
+from runtime.connect import data_converter
+from runtime.process import exit_now
+from runtime.search_attributes import ensure_search_attributes
 from starter.demo import find_binary
-from starter.process import exit_now
-from starter.search_attributes import ensure_search_attributes
 
 
 def venv_binary(name: str) -> str:

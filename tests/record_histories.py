@@ -29,10 +29,10 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from activities.plugin import heartbeat_tuning
+from runtime.connect import data_converter
+from runtime.process import exit_now
+from runtime.search_attributes import ensure_search_attributes
 from starter import live
-from starter.connect import data_converter
-from starter.process import exit_now
-from starter.search_attributes import ensure_search_attributes
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, wait_until, worker_for
 from workflows import names

@@ -21,6 +21,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 with workflow.unsafe.imports_passed_through():
     from workflows import bounds, names
     from workflows.approvals import Approvals
+    from workflows.conversation import call_ids, pending_calls, unique_call_ids
     from workflows.event_log import EventLog, preview
     from workflows.inbox import Inbox, describe_waiting
     from workflows.inputs import (
@@ -62,19 +63,10 @@ with workflow.unsafe.imports_passed_through():
         WarningEvent,
     )
     from workflows.policy import edited_call, remember, remembered_rule, with_call
-    from workflows.reconstruction import (
-        Execute,
-        Respond,
-        bound_text,
-        call_ids,
-        envelope_error,
-        framework_error_message,
-        pending_calls,
-        plan_resume,
-        unique_call_ids,
-    )
+    from workflows.reconstruction import Execute, Respond, plan_resume
     from workflows.rules import PolicyView, WorkerPolicy
     from workflows.state import initial_state
+    from workflows.tool_results import bound_text, envelope_error, framework_error_message
 
 CANCELLED_MESSAGE = "Agent run cancelled"
 APPROVAL_TIMED_OUT = "Approval timed out"

@@ -5,9 +5,10 @@ enforced rules, then the run's, then the worker's defaults). Pure (no Temporal i
 from __future__ import annotations
 
 from workflows import bounds
+from workflows.conversation import answered_ids, pending_calls
 from workflows.model import AgentState, ToolCall, ToolSpec
 from workflows.policy import Verdict, effective_rules, evaluate, policy_view
-from workflows.reconstruction import answered_ids, pending_calls, runnable
+from workflows.reconstruction import runnable
 from workflows.rules import PolicyRule, PolicyView
 
 

@@ -20,7 +20,7 @@ from activities.tools.base import Tool, ToolError, ToolRegistry, string_argument
 from activities.tools.commands import run_command
 from activities.tools.fs import Workspace, open_file, open_folder, os_error, preview
 from activities.tools.sandbox import CommandPolicy, choose_policy
-from workflows.reconstruction import bound_text
+from workflows.tool_results import bound_text
 
 READ_LIMIT_BYTES = 64 * 1024
 """`read_file` reads at most this much of a file."""

@@ -13,7 +13,7 @@ from typing import Any
 from activities.tools.base import ToolError, string_argument
 from activities.tools.fs import Workspace, os_error, preview
 from activities.tools.sandbox import CommandPolicy, bwrap_argv, command_env, limits_preexec
-from workflows.reconstruction import bound_text
+from workflows.tool_results import bound_text
 
 STDOUT_LIMIT = 8_000
 STDERR_LIMIT = 4_000

@@ -15,8 +15,8 @@ from temporalio.client import Client
 from bench.harness import Bench, history_bytes, median, new_id, new_queue, round_times, worker
 from bench.report import Figure
 from bench.stubs import LIST_DIR, FakeAgent
-from starter.codec import ENV_KEY
-from starter.connect import data_converter
+from runtime.codec import ENV_KEY
+from runtime.connect import data_converter
 from workflows import names
 from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage

@@ -13,7 +13,7 @@ from bench.bare_workflow import BareInput, BareWorkflow
 from bench.harness import Bench, median, new_id, new_queue, worker
 from bench.report import Figure
 from bench.stubs import FakeAgent, Stamps, bare_activities
-from starter.connect import data_converter
+from runtime.connect import data_converter
 from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
 

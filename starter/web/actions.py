@@ -13,7 +13,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.codec import find_decryption_error
+from runtime.codec import find_decryption_error
 from workflows import names
 from workflows.model import AgentRunInput, CancelRequest, ChatMessage, ToolCall, UserMessageInput
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import uvicorn
 from temporalio.client import Client
 
+from runtime.connect import connect, connect_config, task_queue
 from starter.codec_server import is_loopback, listen
-from starter.connect import connect, connect_config, task_queue
 from starter.errors import cannot_reach
 from starter.follow import default_approver
 from starter.web.app import build_app

@@ -24,8 +24,8 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from starter.codec import ENCODING, ENV_KEY, ENV_KEYS, KEY_ID_METADATA, EncryptionCodec, parse_keys
-from starter.connect import data_converter
+from runtime.codec import ENCODING, ENV_KEY, ENV_KEYS, KEY_ID_METADATA, EncryptionCodec, parse_keys
+from runtime.connect import data_converter
 from tests.cli.test_starter import Result, seed, starter
 from tests.e2e.test_e2e import Process, clean_env, spawn
 from tests.helpers import status, wait_for_phase, wait_until

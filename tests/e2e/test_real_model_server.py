@@ -43,6 +43,7 @@ from activities.tools import build_default_registry
 from tests.helpers import events, status
 from workflows import names
 from workflows.agent import AgentWorkflow
+from workflows.conversation import invariant_violations
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
@@ -53,7 +54,7 @@ from workflows.model import (
     ToolApprovalResponse,
     ToolCall,
 )
-from workflows.reconstruction import invalid_arguments_message, invariant_violations
+from workflows.tool_results import invalid_arguments_message
 
 BASE_URL = (os.environ.get("AGENT_E2E_LLM_BASE_URL") or "").strip()
 MODEL = (os.environ.get("AGENT_E2E_LLM_MODEL") or "").strip() or "local"

@@ -19,6 +19,7 @@ from activities.settings import Settings
 from tests.helpers import events, messages, status, wait_until
 from worker import run_worker
 from workflows.agent import AgentWorkflow
+from workflows.conversation import invariant_violations
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
@@ -27,7 +28,6 @@ from workflows.model import (
     ChatMessage,
     ToolCall,
 )
-from workflows.reconstruction import invariant_violations
 
 
 @dataclass

@@ -231,7 +231,7 @@ async def start_worker(name: str, env: dict[str, str], log_dir: Path) -> Managed
 
 
 WORKER_CLEAN_EXIT_CODES = {0}
-"""worker.py leaves through `os._exit(code)` after a graceful stop (see `starter.process.exit_now`), so the
+"""worker.py leaves through `os._exit(code)` after a graceful stop (see `runtime.process.exit_now`), so the
 SDK's interpreter-exit crash (a known SDK problem) cannot replace the code: 0 is expected."""
 
 

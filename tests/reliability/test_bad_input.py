@@ -33,8 +33,8 @@ from tests.reliability.agents import (
 )
 from tests.reliability.processes import signal_cli, starter, temporal_cli
 from workflows.agent import AgentWorkflow
+from workflows.conversation import invariant_violations
 from workflows.model import AgentRunResult
-from workflows.reconstruction import invariant_violations
 
 
 @pytest.fixture(scope="module")

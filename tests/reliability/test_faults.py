@@ -22,7 +22,7 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from activities.scripted import HELP_TEXT
-from starter.connect import data_converter
+from runtime.connect import data_converter
 from tests.helpers import messages, status, wait_until
 from tests.reliability.agents import (
     approval_json,
@@ -41,8 +41,8 @@ from tests.reliability.processes import (
     worker_env,
 )
 from workflows.agent import AgentWorkflow
+from workflows.conversation import invariant_violations
 from workflows.model import AgentRunInput, AgentRunResult, ChatMessage
-from workflows.reconstruction import invariant_violations
 
 SIDE_EFFECTS = "side_effects.txt"
 

@@ -6,8 +6,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from workflows import bounds
+from workflows.conversation import invariant_violations, unique_call_ids
 from workflows.model import ChatMessage, ToolCall
-from workflows.reconstruction import invariant_violations, unique_call_ids
 
 
 def test_shown_cuts_and_says_so():

@@ -19,7 +19,7 @@ from temporalio.converter import DefaultFailureConverter
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
-from starter.codec import (
+from runtime.codec import (
     ENCODING,
     ENV_KEY,
     ENV_KEYS,
@@ -30,8 +30,8 @@ from starter.codec import (
     Keyring,
     parse_keys,
 )
-from starter.connect import data_converter
-from starter.decryption_log import WORKFLOW_LOGGER, DecryptionFailureFilter
+from runtime.connect import data_converter
+from runtime.decryption_log import WORKFLOW_LOGGER, DecryptionFailureFilter
 from starter.errors import translate
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, worker_for

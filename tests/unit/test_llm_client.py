@@ -45,8 +45,8 @@ from tests.fake_openai import (
 )
 from tests.helpers import event_types, events, start_run, wait_until
 from workflows.agent import AgentWorkflow
+from workflows.conversation import invariant_violations
 from workflows.model import AgentRunInput, ChatMessage, ErrorEvent, ToolCall, ToolSpec
-from workflows.reconstruction import invariant_violations
 
 API_KEY = "sk-test-SECRET-0123456789"
 SPECS = [

@@ -7,25 +7,24 @@ from dataclasses import dataclass
 
 import pytest
 
+from workflows.arguments import parse_arguments
+from workflows.conversation import (
+    invariant_violations,
+    last_tool_call_index,
+    pending_calls,
+    unique_call_ids,
+)
 from workflows.model import ChatMessage, ToolCall
-from workflows.reconstruction import (
+from workflows.reconstruction import Execute, Respond, Step, plan_resume
+from workflows.tool_results import (
     TRUNCATION_MARKER,
-    Execute,
-    Respond,
-    Step,
     bound_text,
     envelope_error,
     framework_error_message,
     invalid_arguments_message,
-    invariant_violations,
-    last_tool_call_index,
-    parse_arguments,
-    pending_calls,
-    plan_resume,
     rejection_message,
     tool_not_found_message,
     tool_output_message,
-    unique_call_ids,
 )
 
 GUARDED = {"run_command", "delete_path"}

@@ -18,6 +18,7 @@ from starter.render import (
     text_block,
     visible,
 )
+from workflows.arguments import parse_arguments
 from workflows.model import (
     ApprovalEvent,
     AwaitingApprovalEvent,
@@ -27,7 +28,6 @@ from workflows.model import (
     ToolCallEvent,
     WarningEvent,
 )
-from workflows.reconstruction import parse_arguments
 
 HIDDEN = (
     [chr(c) for c in range(0x20)]

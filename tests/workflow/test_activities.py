@@ -22,8 +22,8 @@ from tests.fake_openai import FakeOpenAI, Slow
 from tests.helpers import event_types, events, start_run, wait_for_phase, wait_until
 from worker import heartbeat_tuning
 from workflows.agent import AgentWorkflow
+from workflows.conversation import invariant_violations
 from workflows.model import AgentRunInput, ToolRequest
-from workflows.reconstruction import invariant_violations
 
 
 @pytest.fixture

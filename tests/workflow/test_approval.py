@@ -21,6 +21,7 @@ from tests.helpers import (
     wait_for_phase,
     worker_for,
 )
+from workflows.conversation import invariant_violations
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -28,7 +29,6 @@ from workflows.model import (
     ToolApprovalResponse,
     ToolCall,
 )
-from workflows.reconstruction import invariant_violations
 
 
 async def test_approve_runs_the_tool_and_records_who_and_when(client, task_queue):

@@ -22,8 +22,8 @@ from tests.helpers import (
     wait_until,
     worker_for,
 )
+from workflows.conversation import invariant_violations
 from workflows.model import AgentRunInput, AgentRunOptions
-from workflows.reconstruction import invariant_violations
 
 BINARY = RawValue(Payload(metadata={"encoding": b"binary/plain"}, data=b"\xff"))
 UNKNOWN_ENCODING = RawValue(Payload(metadata={"encoding": b"x-made-up"}, data=b"\x00"))

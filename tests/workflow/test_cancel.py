@@ -31,8 +31,8 @@ from tests.helpers import (
     worker_for,
 )
 from worker import heartbeat_tuning, run_worker
+from workflows.conversation import invariant_violations
 from workflows.model import AgentRunInput, AgentRunOptions
-from workflows.reconstruction import invariant_violations
 
 # Heartbeats carry activity cancellation to the worker: the tests' workers use the production
 # worker's heartbeat settings.

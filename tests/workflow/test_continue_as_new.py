@@ -11,14 +11,14 @@ from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from starter.connect import data_converter
-from starter.search_attributes import ensure_search_attributes
+from runtime.connect import data_converter
+from runtime.search_attributes import ensure_search_attributes
 from tests.conftest import venv_binary
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, messages, start_run, status, wait_for_phase, wait_until
 from workflows.agent import AgentWorkflow
+from workflows.conversation import invariant_violations
 from workflows.model import AgentRunInput, AgentRunOptions, LlmRequest, LlmResponse
-from workflows.reconstruction import invariant_violations
 
 SUGGEST_AFTER = 150
 

@@ -23,6 +23,7 @@ from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, status, wait_for_phase, wait_until, worker_for
 from workflows import bounds
 from workflows.agent import MAX_CONVERSATION_BYTES, AgentWorkflow
+from workflows.conversation import invariant_violations
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -31,7 +32,6 @@ from workflows.model import (
     ToolCall,
     Usage,
 )
-from workflows.reconstruction import invariant_violations
 
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 

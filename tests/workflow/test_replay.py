@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
-from starter.connect import data_converter
+from runtime.connect import data_converter
 from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunResult, ToolSpec
 

@@ -16,8 +16,8 @@ from tests.helpers import (
     wait_until,
 )
 from workflows.agent import AgentWorkflow
+from workflows.conversation import invariant_violations
 from workflows.model import AgentRunInput, AgentRunOptions
-from workflows.reconstruction import invariant_violations
 
 
 async def test_session_waits_for_messages_and_counts_rounds_per_turn(client, task_queue):

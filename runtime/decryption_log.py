@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 
-from starter.codec import find_decryption_error
+from runtime.codec import find_decryption_error
 
 WORKFLOW_LOGGER = "temporalio.worker._workflow"
 REMEMBERED_RUNS = 10_000

@@ -15,7 +15,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.envconfig import ClientConfig
 
-from starter.codec import EncryptionCodec, parse_keys
+from runtime.codec import EncryptionCodec, parse_keys
 from workflows.converter import AgentPayloadConverter
 from workflows.names import DEFAULT_TASK_QUEUE
 
