@@ -110,6 +110,13 @@ class ToolApprovalResponse(BaseModel):
     arguments: dict[str, Any] | None = None
     """With `approved: true` only: run the call with these arguments instead of the model's
     (given as a JSON object or a JSON string of one)."""
+    run_id: Annotated[StrictStr, Field(min_length=1, max_length=200)] | None = None
+    """The first run id of the run chain the person saw (`status.run_id`): an answer for a
+    call of another run under the same workflow id is refused."""
+    arguments_sha256: Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
+    """The hex SHA-256 of the call's arguments as they were shown (the compact JSON text of the
+    parsed arguments, `workflows.arguments.arguments_digest`): an answer for a call whose
+    arguments changed since is refused."""
 
     @field_validator("arguments", mode="before")
     @classmethod
@@ -128,8 +135,9 @@ class ToolApprovalResponse(BaseModel):
         if isinstance(data, dict):
             if data.get("remember") is False:
                 del data["remember"]
-            if data.get("arguments") is None:
-                data.pop("arguments", None)
+            for optional in ("arguments", "run_id", "arguments_sha256"):
+                if data.get(optional) is None:
+                    data.pop(optional, None)
         return data
 
 
@@ -140,6 +148,8 @@ class CancelRequest(BaseModel):
 
     reason: StrictStr | None = None
     immediate: StrictBool = False
+    requested_by: StrictStr | None = None
+    """Who asked (the signed-in web user, the starter's OS user), when known."""
 
 
 class UserMessageInput(BaseModel):
@@ -224,6 +234,9 @@ class ToolCallEvent(BaseEvent):
     name: str
     arguments: Any
     requires_approval: bool
+    from_text: bool | None = None
+    """True when the model wrote this call as text in its reply (a fenced `json` block,
+    `<tool_call>…</tool_call>`, a bare JSON object) and the worker read it as a call."""
 
 
 class AwaitingApprovalEvent(BaseEvent):
@@ -326,6 +339,9 @@ class AgentStatus(BaseModel):
     decided: list[ApprovalRecord] = Field(default_factory=list)
     """The answers already recorded for the pending calls (by a person, a rule or the timeout),
     so an inbox can show which rule decided what while the rest wait."""
+    run_id: str | None = None
+    """The first run id of this run's chain (it stays the same across continue-as-new): what a
+    person's answer carries as `run_id`."""
 
 
 # ---- Activity contracts ----
@@ -339,6 +355,12 @@ class ToolSpec(BaseModel):
     parameters: dict[str, Any]
     requires_approval: bool = False
     safe_to_retry: bool = True
+    timeout_seconds: float | None = None
+    """How long one execution may take (the activity's start-to-close timeout); None: the
+    workflow's default (5 minutes)."""
+    path_parameters: list[str] = Field(default_factory=list)
+    """Parameters that name a path in the workspace: rules match them as the normalised
+    workspace-relative path the tool opens."""
 
 
 class LlmRequest(BaseModel):
@@ -368,6 +390,14 @@ class LlmResponse(BaseModel):
     finish_reason: str | None = None
     """The provider's `finish_reason` (`stop`, `tool_calls`, `length`, …) when it gave one;
     `length` means the reply was cut off at the token limit."""
+    calls_from_text: bool = False
+    """The reply's tool calls were written as text in its content (and read by the worker,
+    `LLM_TEXT_TOOL_CALLS=parse`); the message's content then no longer holds them."""
+    warnings: list[str] = Field(default_factory=list)
+    """What the worker noticed about the reply (text that looks like a call but is not one, and
+    the likely cause); the workflow emits each as a `warning` event."""
+    max_tokens: int | None = None
+    """The `max_tokens` the request carried (the run's, else the worker's), if any."""
 
 
 class ToolRequest(BaseModel):

@@ -28,6 +28,10 @@ class Tool:
     run: ToolFunction = field(repr=False)
     requires_approval: bool = False
     safe_to_retry: bool = True
+    timeout_seconds: float | None = None
+    """How long one call may run before Temporal gives up on it; None: 5 minutes."""
+    path_parameters: tuple[str, ...] = ()
+    """Parameters that name a path in the workspace (rules see them normalised)."""
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -36,6 +40,8 @@ class Tool:
             parameters=self.parameters,
             requires_approval=self.requires_approval,
             safe_to_retry=self.safe_to_retry,
+            timeout_seconds=self.timeout_seconds,
+            path_parameters=list(self.path_parameters),
         )
 
 

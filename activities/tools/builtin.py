@@ -26,6 +26,8 @@ READ_LIMIT_BYTES = 64 * 1024
 """`read_file` reads at most this much of a file."""
 READ_TEXT_LIMIT = 12_000
 """…and returns at most this many characters (the tool message is bounded to 16,000)."""
+COMMAND_TIMEOUT_MARGIN_SECONDS = 30.0
+"""`run_command`'s activity may take this much longer than the command's own time limit."""
 MAX_ENTRIES = 300
 """`list_dir` lists at most this many entries (then says how many it left out)."""
 
@@ -215,6 +217,9 @@ def build_default_registry(
                 run=partial(run_command, ws, command_timeout_seconds, policy),
                 requires_approval=True,
                 safe_to_retry=False,
+                # The command's own limit, plus time to kill it and collect its output: Temporal
+                # must never time out a command that its own limit would still let run.
+                timeout_seconds=command_timeout_seconds + COMMAND_TIMEOUT_MARGIN_SECONDS,
             ),
             Tool(
                 name="delete_path",
