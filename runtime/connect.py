@@ -49,7 +49,7 @@ def data_converter(environ: Mapping[str, str] | None = None) -> DataConverter:
         return dataclasses.replace(base, payload_codec=EncryptionCodec(None))
     return dataclasses.replace(
         base,
-        payload_codec=EncryptionCodec(keyring),
+        payload_codec=EncryptionCodec(keyring, mark_plaintext=True),
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )
 

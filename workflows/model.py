@@ -33,7 +33,7 @@ Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "max_rounds", "cancelled", "error"]
 Phase = Literal["running", "awaiting_approval", "waiting_for_message", "finished"]
 ApprovalTimeoutPolicy = Literal["cancel", "reject"]
-ApprovalSource = Literal["person", "policy", "timeout"]
+ApprovalSource = Literal["person", "policy", "timeout", "seed"]
 
 
 class ToolCall(BaseModel):
@@ -185,6 +185,9 @@ class AgentRunOptions(BaseModel):
     approval_policy: ApprovalPolicy | None = None
     """The run's rules, `{"rules": [...]}`: which calls run, are refused or wait for a person
     without asking (see `workflows.policy`). Invalid rules fail the run at start."""
+    max_repeats: Annotated[int, Field(ge=1, le=1_000)] = 3
+    """The same call with the same arguments runs at most this many times in a run; the next
+    one is answered "you already have that result" without running or asking anyone."""
 
 
 class Usage(BaseModel):
@@ -207,7 +210,8 @@ class ApprovalRecord(BaseModel):
     approver: str | None = None
     at: datetime
     source: ApprovalSource = "person"
-    """Who decided: a `person`, the `policy` (a rule) or the approval `timeout`."""
+    """Who decided: a `person`, the `policy` (a rule), the approval `timeout`, or `seed` (an
+    answer given in the run's input, `tool_approval_responses`)."""
     rule: int | None = None
     """With `source: policy`: the deciding rule's index in the `policy` query's list."""
 
@@ -252,7 +256,8 @@ class ApprovalEvent(BaseEvent):
     approver: str | None = None
     at: datetime
     source: ApprovalSource = "person"
-    """Who decided: a `person`, the `policy` (a rule) or the approval `timeout`."""
+    """Who decided: a `person`, the `policy` (a rule), the approval `timeout`, or `seed` (an
+    answer given in the run's input, `tool_approval_responses`)."""
     rule: int | None = None
     """With `source: policy`: the deciding rule's index in the `policy` query's list."""
     arguments: Any = None
@@ -486,6 +491,12 @@ class AgentState(BaseModel):
     """The worker's enforced and default rules, read once per run (None: not read)."""
     asked: list[str] = Field(default_factory=list)
     """Pending calls a rule says a person must answer although their tool needs no approval."""
+    call_runs: dict[str, int] = Field(default_factory=dict)
+    """How often each distinct call (tool and arguments, hashed) ran in this run: the repeat
+    limit (`options.max_repeats`). Bounded (`workflows.repeats`)."""
+    cut_off: dict[str, int | None] = Field(default_factory=dict)
+    """Pending calls of a reply cut off at the token limit (`finish_reason: length`), with the
+    `max_tokens` the request carried: a call whose arguments were cut is told so."""
 
 
 def describe_validation(err: ValidationError, *, where: str = "input", echo: bool = False) -> str:

@@ -36,3 +36,8 @@ AGENT_PENDING_APPROVALS = SearchAttributeKey.for_int("AgentPendingApprovals")
 # model's text as it arrives on STREAM_DELTAS (`StreamDelta` batches).
 STREAM_EVENTS = "events"
 STREAM_DELTAS = "deltas"
+
+# Payload metadata the project's codec adds, on decoding, to a payload that was not encrypted
+# although the program holds keys: with encryption on, the workflow refuses such signals and
+# updates (only key holders answer).
+PLAINTEXT_METADATA = "agent-plaintext"

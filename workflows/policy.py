@@ -17,10 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.model import ChatMessage, ToolApprovalResponse, ToolCall
 from workflows.rules import (
     DEFAULT_DENY_REASON,
-    MAX_RULE_REASON_CHARS,
     Decision,
     Origin,
     PolicyEntry,
@@ -202,64 +200,9 @@ def _listed(pattern: str) -> frozenset[str]:
     return frozenset(m for m in SHELL_METACHARACTERS if m in pattern)
 
 
-# ---- remember: an answer that becomes a rule ----
+# ---- globs ----
 
 
 def literal_glob(name: str) -> str:
     """A glob that matches exactly `name` (tool names rarely hold `*`, `?` or `[`)."""
     return _GLOB_SPECIAL.sub(r"[\1]", name)
-
-
-def remembered_rule(tool: str, answer: ToolApprovalResponse) -> PolicyRule:
-    """The rule an answer with `remember` adds: always allow (or deny) this tool in this run."""
-    reason = answer.reason
-    if reason is not None:
-        reason = reason[:MAX_RULE_REASON_CHARS]
-    return PolicyRule(
-        tool=literal_glob(tool), decision="allow" if answer.approved else "deny", reason=reason
-    )
-
-
-def remember(run_rules: Sequence[PolicyRule], rule: PolicyRule) -> list[PolicyRule]:
-    """The run's rules with `rule` at the front. A later rule with the same `tool` can never
-    decide again (the new rule, without `when`, matches every call it would), so it is dropped:
-    the list stays as long as the tools remembered, however often people answer."""
-    return [rule, *(r for r in run_rules if r.tool != rule.tool)]
-
-
-# ---- edit on approval: the call that runs ----
-
-
-@dataclass(frozen=True)
-class Edit:
-    call: ToolCall
-    """The call as it runs: the same id and tool, the person's arguments."""
-    original_arguments: Any
-    """The arguments the model gave."""
-
-
-def edited_call(call: ToolCall, arguments: dict[str, Any]) -> Edit:
-    """The call with the person's arguments, in the model's form: JSON text when the model sent
-    text (as chat models do), else the object."""
-    shown: Any = (
-        json.dumps(arguments, ensure_ascii=False) if isinstance(call.arguments, str) else arguments
-    )
-    return Edit(
-        call=call.model_copy(update={"arguments": shown}), original_arguments=call.arguments
-    )
-
-
-def with_call(messages: Sequence[ChatMessage], call: ToolCall) -> list[ChatMessage]:
-    """The messages with the last assistant message's call of the same id replaced by `call`,
-    so the conversation says what ran. Unchanged when no such call is there."""
-    out = list(messages)
-    for index in range(len(out) - 1, -1, -1):
-        message = out[index]
-        if message.role != "assistant" or not message.tool_calls:
-            continue
-        if all(c.id != call.id for c in message.tool_calls):
-            return out
-        calls = [call if c.id == call.id else c for c in message.tool_calls]
-        out[index] = message.model_copy(update={"tool_calls": calls})
-        return out
-    return out

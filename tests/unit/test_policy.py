@@ -15,7 +15,9 @@ from activities.policy_file import (
     load_policy_file,
     worker_policy_from_env,
 )
+from workflows.approvals import edited_call, remember, remembered_rule
 from workflows.bounds import MAX_ARGUMENT_CHARS
+from workflows.conversation import with_call
 from workflows.inputs import parse_approval, parse_approval_policy
 from workflows.model import (
     AgentRunInput,
@@ -26,15 +28,11 @@ from workflows.model import (
 )
 from workflows.policy import (
     Verdict,
-    edited_call,
     effective_rules,
     evaluate,
     literal_glob,
     policy_view,
-    remember,
-    remembered_rule,
     value_text,
-    with_call,
 )
 from workflows.rules import (
     MAX_PATTERN_CHARS,

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workflows import policy as policy_module
+from workflows.approvals import remember, remembered_rule
 from workflows.model import ToolApprovalResponse
 from workflows.policy import (
     effective_rules,
@@ -19,8 +20,6 @@ from workflows.policy import (
     parsed_arguments,
     pattern_matches,
     policy_view,
-    remember,
-    remembered_rule,
     rule_matches,
     shell_safe,
 )
