@@ -5,6 +5,7 @@ and an answer is for the call that was shown."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -248,8 +249,7 @@ async def test_calls_a_rule_asks_about_are_forgotten_once_answered(client, task_
                 await handle.signal(
                     names.SIGNAL_TOOL_APPROVAL, {"call_id": call.id, "approved": True}
                 )
-            ran = 20 * (round_ + 1)
-            await wait_until(lambda ran=ran: len(fake.tools_run) >= ran, timeout=30)
+            await wait_until(ran_at_least(fake, 20 * (round_ + 1)), timeout=30)
         await handle.result()
         handed = await handovers(
             client, handle.id, handle.first_execution_run_id or handle.result_run_id
@@ -258,6 +258,10 @@ async def test_calls_a_rule_asks_about_are_forgotten_once_answered(client, task_
     assert handed, "the run never continued as new"
     for state in handed:
         assert len(state.asked) <= 20, len(state.asked)
+
+
+def ran_at_least(fake: FakeAgentActivities, count: int) -> Callable[[], bool]:
+    return lambda: len(fake.tools_run) >= count
 
 
 async def handovers(client: Client, workflow_id: str, run_id: str | None) -> list[AgentState]:
