@@ -38,8 +38,16 @@ SESSION_VARIABLES = {
     "AWS_SESSION_TOKEN": "aws_session_token",
     "AWS_PROFILE": "profile_name",
 }
-"""Read from the environment the converter was built from (os.environ or the one given); boto3
-reads the rest (region, config files, roles) itself."""
+"""Read from the environment the converter was built from (os.environ or the one given), like
+the region (AWS_REGION, AWS_DEFAULT_REGION) and the retries (AWS_MAX_ATTEMPTS, AWS_RETRY_MODE);
+boto3 reads the rest (config files, roles) itself."""
+
+
+def _attempts(text: str | None) -> int:
+    try:
+        return max(1, int(text)) if text else RETRY_ATTEMPTS
+    except ValueError:
+        return RETRY_ATTEMPTS
 
 
 class Boto3S3Client(S3StorageDriverClient):
@@ -67,23 +75,24 @@ class Boto3S3Client(S3StorageDriverClient):
                 import boto3
                 from botocore.config import Config
 
-                retries = (
-                    None
-                    if {"AWS_MAX_ATTEMPTS", "AWS_RETRY_MODE"} & set(self._environ)
-                    else {"mode": "standard", "max_attempts": RETRY_ATTEMPTS}
-                )
+                retries = {
+                    "mode": self._environ.get("AWS_RETRY_MODE") or "standard",
+                    "total_max_attempts": _attempts(self._environ.get("AWS_MAX_ATTEMPTS")),
+                }
                 config = Config(
                     connect_timeout=CONNECT_TIMEOUT_SECONDS,
                     read_timeout=READ_TIMEOUT_SECONDS,
                     retries=retries,
                 )
-                session = boto3.session.Session(
-                    **{
-                        argument: self._environ[variable]
-                        for variable, argument in SESSION_VARIABLES.items()
-                        if self._environ.get(variable)
-                    }
-                )
+                given = {
+                    argument: self._environ[variable]
+                    for variable, argument in SESSION_VARIABLES.items()
+                    if self._environ.get(variable)
+                }
+                region = self._environ.get("AWS_REGION") or self._environ.get("AWS_DEFAULT_REGION")
+                if region:
+                    given["region_name"] = region
+                session = boto3.session.Session(**given)
                 self._client = session.client("s3", endpoint_url=self.endpoint_url, config=config)
             return self._client
 

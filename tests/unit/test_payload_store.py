@@ -31,6 +31,7 @@ from runtime.payload_store import (
     parse_store,
     resolve_references,
     store_driver,
+    too_large_hint,
 )
 from runtime.s3_store import Boto3S3Client
 from runtime.setting_error import SettingError
@@ -110,6 +111,9 @@ def test_the_budget_follows_the_store(tmp_path: Path) -> None:
         PayloadStoreConfigError, match=f"^{ENV_MAX_CONVERSATION_MB} needs {ENV_STORE}"
     ):
         conversation_budget_bytes({ENV_MAX_CONVERSATION_MB: "64"})
+    assert ENV_STORE in too_large_hint({}) and ENV_MAX_CONVERSATION_MB in too_large_hint(
+        store_env(tmp_path)
+    )
     for bad in ("0", "-3", "lots", "2048", "nan"):
         with pytest.raises(PayloadStoreConfigError, match=f"^{ENV_MAX_CONVERSATION_MB}="):
             conversation_budget_bytes(store_env(tmp_path, **{ENV_MAX_CONVERSATION_MB: bad}))
@@ -201,6 +205,7 @@ async def test_the_file_driver_writes_once_and_checks_what_it_reads(tmp_path: Pa
     payload = Payload(metadata={"encoding": b"json/plain"}, data=b'"x"' * 1000)
     (claim,) = await driver.store(workflow_context(), [payload])
     path = tmp_path / claim.claim_data["path"]
+    assert path.stat().st_mode & 0o777 == 0o600
     assert path.is_file() and claim.claim_data["path"].startswith(
         "v0/ns/default/wt/T/wi/W/ri/run-1/"
     )
