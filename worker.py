@@ -39,10 +39,10 @@ from activities.plugin import (
 from activities.settings import Settings
 from activities.tools.mcp import McpStartError
 from activities.tools.sandbox import SandboxUnavailable
-from runtime.codec import KeyConfigError
 from runtime.connect import connect, connect_config, data_converter
 from runtime.process import exit_now
 from runtime.search_attributes import ensure_search_attributes
+from runtime.setting_error import SettingError
 
 __all__ = ["AgentPlugin", "Settings", "heartbeat_tuning", "run_worker"]
 
@@ -71,7 +71,7 @@ async def _main() -> int:
     address = str(connect_config().get("target_host"))
     try:
         data_converter()
-    except KeyConfigError as err:  # an encryption key that cannot be used: say which variable
+    except SettingError as err:  # a key or a payload store that cannot be used: say which variable
         _say(str(err))
         return 2
     try:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
+from runtime.setting_error import SettingError
 from workflows.names import PLAINTEXT_METADATA
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ NONCE_BYTES = 12
 KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
-class KeyConfigError(ValueError):
+class KeyConfigError(SettingError):
     """A key setting that cannot be used. The message names the variable, never the key."""
 
 
