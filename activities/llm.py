@@ -70,7 +70,8 @@ EMPTY_ARGUMENTS = "{}"
 TIMEOUT_ATTEMPTS = 3
 """A read timeout is retried at most twice: the same prompt on the same slow server mostly times
 out again, and each attempt costs the whole timeout."""
-PROPS_TIMEOUT_SECONDS = 10.0
+PROPS_TIMEOUT_SECONDS = 5.0
+"""The longest the one `GET /props` of a client may take (llama.cpp answers it at once)."""
 PROPS_BYTES = 1_000_000
 """The most of a `/props` answer read (it carries the chat template)."""
 TIMEOUT_SETTING = "LLM_TIMEOUT_SECONDS"
@@ -364,10 +365,14 @@ class OpenAIChatClient:
             headers["Authorization"] = f"Bearer {self._api_key}"
         timeout = httpx.Timeout(PROPS_TIMEOUT_SECONDS)
         try:
-            async with self._http.stream(
-                "GET", self._props_url, headers=headers, timeout=timeout
-            ) as response:
-                raw = await self._read_bounded(response, PROPS_BYTES)
+            async with asyncio.timeout(PROPS_TIMEOUT_SECONDS):
+                async with self._http.stream(
+                    "GET", self._props_url, headers=headers, timeout=timeout
+                ) as response:
+                    raw = await self._read_bounded(response, PROPS_BYTES)
+        except (TimeoutError, httpx.ReadTimeout):
+            # It answers, but not as llama.cpp does (at once): not asked again.
+            return ServerProps()
         except (httpx.HTTPError, httpx.InvalidURL, UnicodeEncodeError, ValueError):
             return None  # unreachable, or a request that cannot be sent: the chat call will say
         return read_props(response.status_code, raw)

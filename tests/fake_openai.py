@@ -665,6 +665,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, self.server.snapshot())
         elif route == "/props":
             self.server.note("props_requests")
+            try:
+                self._pause(self.server.props_delay)
+            except ClientGone:
+                self.close_connection = True
+                return
             props = self.server.props_answer()
             if props is None:
                 self._send_json(404, {"error": {"message": f"no route {self.path}"}})
@@ -856,6 +861,8 @@ class FakeOpenAIServer(ThreadingHTTPServer):
         the usage reports the counted tokens."""
         self.props: dict[str, Any] | None = None
         """What `GET /props` answers for a llama.cpp flavour (None: llama.cpp's own shape)."""
+        self.props_delay = 0.0
+        """Seconds `GET /props` takes to answer (a server that is slow to say what it is)."""
         self.refusals: list[dict[str, Any]] = []
         """The 400 bodies sent for requests refused before their conversation was read."""
 

@@ -130,6 +130,23 @@ async def test_llama_cpp_is_asked_props_once_per_client_and_sent_return_progress
     assert llama.count("props_requests") == 1
 
 
+async def test_a_server_slow_to_answer_props_is_asked_once_and_the_call_goes_on(
+    llama, http, monkeypatch
+):
+    import activities.llm
+
+    monkeypatch.setattr(activities.llm, "PROPS_TIMEOUT_SECONDS", 0.5)
+    llama.props_delay = 30.0
+    llama.enqueue(text("a"), text("b"))
+    client = client_for(llama, http)
+    began = time.monotonic()
+    assert (await client.complete(PROMPT)).message.content == "a"
+    assert (await client.complete(PROMPT)).message.content == "b"
+    assert time.monotonic() - began < 10
+    assert llama.count("props_requests") == 1
+    assert all("return_progress" not in body for body in llama.requests)
+
+
 async def test_a_non_streaming_client_asks_nothing_and_sends_no_progress(llama, http):
     llama.enqueue(text("plain"))
     await client_for(llama, http, stream=False).complete(PROMPT)
