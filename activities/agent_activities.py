@@ -18,11 +18,12 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
+from activities.context_window import DEFAULT_CONTEXT_TOKENS
 from activities.heartbeat import heartbeating
 from activities.llm import OpenAIChatClient
 from activities.markers import IdempotencyMarkers
 from activities.policy_file import PolicyActivities
-from activities.scripted import scripted_reply
+from activities.scripted import scripted_reply, scripted_summary
 from activities.settings import Settings
 from activities.streaming import DeltaPublisher
 from activities.tools import ToolError, ToolRegistry
@@ -68,6 +69,10 @@ class AgentActivities:
                 stream=settings.llm_stream,
                 timeout=httpx.Timeout(settings.llm_timeout_seconds, connect=15.0),
                 max_tokens=settings.llm_max_tokens,
+                text_tool_calls=settings.llm_text_tool_calls,
+                parallel_tool_calls=settings.llm_parallel_tool_calls,
+                context_tokens=settings.llm_context_tokens,
+                summary_model=settings.llm_summary_model,
             )
             if settings.llm_base_url
             else None
@@ -92,11 +97,17 @@ class AgentActivities:
     @activity.defn(name=names.ACTIVITY_CALL_LLM)
     async def call_llm(self, request: LlmRequest) -> LlmResponse:
         async with heartbeating(), self._live_text(request) as live:
-            messages = await self._conversation(request)
+            messages = with_system_prompt(
+                await self._conversation(request), self._settings.system_prompt
+            )
             specs = [s for s in self._registry.specs() if s.name in request.tools]
             if self._llm is None:
                 # Instant: its text reaches live followers with the round's `text_delta` event.
-                return scripted_reply(messages, [s.name for s in specs])
+                reply = scripted_reply(messages, [s.name for s in specs])
+                limit = request.max_tokens
+                if limit is None:
+                    limit = self._settings.llm_max_tokens
+                return reply.model_copy(update={"max_tokens": limit})
             activity.logger.info(
                 "calling the model: %d messages, %d tools", len(messages), len(specs)
             )
@@ -107,7 +118,24 @@ class AgentActivities:
                 temperature=request.temperature,
                 max_tokens=request.max_tokens,  # the run's limit; else the worker's
                 on_text=live.add,
+                attempt=activity.info().attempt,
             )
+
+    async def context_window(self) -> int:
+        """The model's window in tokens (for the workflow's budget): LLM_CONTEXT_TOKENS, else
+        what the server says (llama.cpp's `/props`, asked once per worker), else 128,000; for
+        the `scripted` model, the setting or 128,000."""
+        if self._llm is None:
+            return self._settings.llm_context_tokens or DEFAULT_CONTEXT_TOKENS
+        return await self._llm.context_window()
+
+    async def summary_text(self, messages: list[ChatMessage], model: str | None = None) -> str:
+        """A summary of `messages` for compaction: the model asked with no tools
+        (LLM_SUMMARY_MODEL, else `model`, the run's), or the `scripted` model's own."""
+        if self._llm is None:
+            return scripted_summary(messages)
+        attempt = activity.info().attempt if activity.in_activity() else 1
+        return await self._llm.summarize(messages, model=model, attempt=attempt)
 
     def _live_text(self, request: LlmRequest) -> DeltaPublisher:
         """The live view of this call's text: batches on the run's stream (`deltas` topic)."""
@@ -186,3 +214,11 @@ class AgentActivities:
                 request.run_key,
             )
         return content
+
+
+def with_system_prompt(messages: list[ChatMessage], prompt: str | None) -> list[ChatMessage]:
+    """The conversation as the model gets it: the worker's system prompt (AGENT_SYSTEM_PROMPT)
+    first when the run brought no system message of its own."""
+    if not prompt or any(m.role == "system" for m in messages):
+        return messages
+    return [ChatMessage.system(prompt), *messages]

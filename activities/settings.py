@@ -11,11 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from activities.redaction import redact_url
+from activities.text_calls import TEXT_CALL_MODES, TextCallMode
 from activities.tools.sandbox import SANDBOX_MODES, SandboxMode
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_WORKSPACE = "agent-workspace"
 STATE_DIR_NAME = ".agent-state"
+MAX_SYSTEM_PROMPT_BYTES = 100_000
+"""The longest `AGENT_SYSTEM_PROMPT` (or its file) the worker takes: it goes with every request."""
 
 _FALSE = {"0", "false", "no", "off"}
 _TRUE = {"1", "true", "yes", "on"}
@@ -60,6 +63,62 @@ def _float(environ: Mapping[str, str], key: str, default: float) -> float:
     if value <= 0:
         raise ValueError(f"{key} must be positive, got {raw!r}")
     return value
+
+
+def _boolean(environ: Mapping[str, str], key: str, default: bool) -> bool:
+    """A setting that is on or off; anything else is refused (a typo must not flip it)."""
+    raw = (environ.get(key) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ValueError(f"{key} must be true or false, got {raw!r}")
+
+
+def _text_call_mode(environ: Mapping[str, str]) -> TextCallMode:
+    raw = (environ.get("LLM_TEXT_TOOL_CALLS") or "parse").strip().lower()
+    for mode in TEXT_CALL_MODES:
+        if raw == mode:
+            return mode
+    choices = ", ".join(TEXT_CALL_MODES)
+    raise ValueError(f"LLM_TEXT_TOOL_CALLS must be one of {choices}, got {raw!r}")
+
+
+def _system_prompt(environ: Mapping[str, str]) -> str | None:
+    """`AGENT_SYSTEM_PROMPT`: the text itself, or `@FILE` to read it from a file (once)."""
+    raw = environ.get("AGENT_SYSTEM_PROMPT") or ""
+    if not raw.strip():
+        return None
+    if not raw.startswith("@"):
+        text = raw.strip()
+    else:
+        path = Path(raw[1:].strip()).expanduser()
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            reason = err.strerror or type(err).__name__
+            raise ValueError(
+                f"AGENT_SYSTEM_PROMPT names {str(path)!r}, which cannot be read: {reason}"
+            ) from None
+        if len(data) > MAX_SYSTEM_PROMPT_BYTES:
+            raise ValueError(
+                f"AGENT_SYSTEM_PROMPT file {str(path)!r} has {len(data):,} bytes, more than the"
+                f" {MAX_SYSTEM_PROMPT_BYTES:,} a system prompt may have"
+            )
+        try:
+            text = data.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise ValueError(f"AGENT_SYSTEM_PROMPT file {str(path)!r} is not UTF-8 text") from None
+        if not text:
+            raise ValueError(f"AGENT_SYSTEM_PROMPT file {str(path)!r} is empty")
+    if len(text.encode("utf-8")) > MAX_SYSTEM_PROMPT_BYTES:
+        raise ValueError(
+            f"AGENT_SYSTEM_PROMPT has more than the {MAX_SYSTEM_PROMPT_BYTES:,} bytes a system"
+            " prompt may have"
+        )
+    return text
 
 
 def _positive_int(environ: Mapping[str, str], key: str) -> int | None:
@@ -169,6 +228,21 @@ class Settings:
     policy_file: Path | None = None
     """`AGENT_POLICY_FILE`: the worker's approval rules, `{"enforced": [...], "defaults": [...]}`:
     enforced rules come before every run's, defaults after them. Read once, at start."""
+    llm_text_tool_calls: TextCallMode = "parse"
+    """`LLM_TEXT_TOOL_CALLS`: what to do with a reply whose whole text is a tool call written as
+    text (a fenced `json` block, `<tool_call>…</tool_call>`, a bare JSON object): `parse` takes it
+    as the call(s), `warn` leaves it as text with a warning, `off` does neither."""
+    llm_parallel_tool_calls: bool = True
+    """`LLM_PARALLEL_TOOL_CALLS`: sent as `parallel_tool_calls` with the tools (llama.cpp's own
+    default is false: one call per reply)."""
+    system_prompt: str | None = field(default=None, repr=False)
+    """`AGENT_SYSTEM_PROMPT` (the text, or `@FILE`): sent as the first message of a run whose
+    conversation has no system message. Not in the repr: it may be long."""
+    llm_context_tokens: int | None = None
+    """`LLM_CONTEXT_TOKENS`: the model's context window; None: what the server says (llama.cpp's
+    `GET /props`), else 128,000."""
+    llm_summary_model: str | None = None
+    """`LLM_SUMMARY_MODEL`: the model that writes compaction summaries; None: the run's model."""
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -215,6 +289,11 @@ class Settings:
             builtin_tools=(env.get("AGENT_BUILTIN_TOOLS") or "true").strip().lower() not in _FALSE,
             mcp_config=Path(mcp_raw).expanduser().resolve() if mcp_raw else None,
             policy_file=Path(policy_raw).expanduser().resolve() if policy_raw else None,
+            llm_text_tool_calls=_text_call_mode(env),
+            llm_parallel_tool_calls=_boolean(env, "LLM_PARALLEL_TOOL_CALLS", True),
+            system_prompt=_system_prompt(env),
+            llm_context_tokens=_positive_int(env, "LLM_CONTEXT_TOKENS"),
+            llm_summary_model=(env.get("LLM_SUMMARY_MODEL") or "").strip() or None,
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:
