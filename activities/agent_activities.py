@@ -30,7 +30,16 @@ from activities.tools import ToolError, ToolRegistry
 from workflows import names
 from workflows.arguments import parse_arguments
 from workflows.bounds import TOOL_CONTENT_CHARS
-from workflows.model import ChatMessage, LlmRequest, LlmResponse, ToolRequest, ToolSpec
+from workflows.model import (
+    ChatMessage,
+    LlmRequest,
+    LlmResponse,
+    SummaryRequest,
+    SummaryResponse,
+    ToolRequest,
+    ToolSpec,
+    WorkerSetup,
+)
 from workflows.rules import WorkerPolicy
 from workflows.tool_results import (
     bound_text,
@@ -79,7 +88,14 @@ class AgentActivities:
         )
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.list_tools, self._policy.worker_policy, self.call_llm, self.execute_tool]
+        return [
+            self.list_tools,
+            self._policy.worker_policy,
+            self.worker_setup,
+            self.call_llm,
+            self.summarize_conversation,
+            self.execute_tool,
+        ]
 
     async def aclose(self) -> None:
         """Close the httpx client if this object created it."""
@@ -91,6 +107,26 @@ class AgentActivities:
     @activity.defn(name=names.ACTIVITY_LIST_TOOLS)
     async def list_tools(self) -> list[ToolSpec]:
         return self._registry.specs()
+
+    # ---------------------------------------------------------- worker_setup
+
+    @activity.defn(name=names.ACTIVITY_WORKER_SETUP)
+    async def worker_setup(self) -> WorkerSetup:
+        """What a run reads of this worker once: its tools and rules, the model's window, the
+        conversation's budget, whether people are notified."""
+        try:
+            window = await self.context_window()
+        except ApplicationError as err:  # the server is down: the run learns its window later
+            activity.logger.warning("model window unknown (%s); assuming 128,000", err.message)
+            window = DEFAULT_CONTEXT_TOKENS
+        return WorkerSetup(
+            tools=self._registry.specs(),
+            policy=self._policy.policy,
+            context_tokens=window,
+            max_tokens=self._settings.llm_max_tokens,
+            conversation_bytes=self._settings.conversation_bytes,
+            payload_store=self._settings.payload_store,
+        )
 
     # -------------------------------------------------------------- call_llm
 
@@ -129,13 +165,38 @@ class AgentActivities:
             return self._settings.llm_context_tokens or DEFAULT_CONTEXT_TOKENS
         return await self._llm.context_window()
 
-    async def summary_text(self, messages: list[ChatMessage], model: str | None = None) -> str:
+    async def summary_text(
+        self, messages: list[ChatMessage], model: str | None = None, max_tokens: int | None = None
+    ) -> str:
         """A summary of `messages` for compaction: the model asked with no tools
         (LLM_SUMMARY_MODEL, else `model`, the run's), or the `scripted` model's own."""
         if self._llm is None:
             return scripted_summary(messages)
         attempt = activity.info().attempt if activity.in_activity() else 1
-        return await self._llm.summarize(messages, model=model, attempt=attempt)
+        return await self._llm.summarize(
+            messages, model=model, max_tokens=max_tokens, attempt=attempt
+        )
+
+    @activity.defn(name=names.ACTIVITY_SUMMARIZE)
+    async def summarize_conversation(self, request: SummaryRequest) -> SummaryResponse:
+        """A summary of messages `first`..`last` of the run (read with the `messages` query),
+        continuing from the previous summary, for the model's compacted view."""
+        async with heartbeating():
+            handle = self._client.get_workflow_handle(request.workflow_id, run_id=request.run_id)
+            record: list[ChatMessage] = await handle.query(
+                names.QUERY_MESSAGES, result_type=list[ChatMessage]
+            )
+            skip = set(request.skip)
+            part = [
+                m
+                for i, m in enumerate(record[request.first : request.last], request.first)
+                if i not in skip and m.role != "system"
+            ]
+            if request.previous_summary:
+                earlier = f"(Summary of what came before: {request.previous_summary})"
+                part = [ChatMessage.user(earlier), *part]
+            text = await self.summary_text(part, request.model, max_tokens=request.max_tokens)
+        return SummaryResponse(text=text[: request.max_tokens * 6])
 
     def _live_text(self, request: LlmRequest) -> DeltaPublisher:
         """The live view of this call's text: batches on the run's stream (`deltas` topic)."""
@@ -155,9 +216,8 @@ class AgentActivities:
         """The first `message_count` messages of the run, read with the `messages` query (the
         request names the conversation instead of carrying it)."""
         handle = self._client.get_workflow_handle(request.workflow_id, run_id=request.run_id)
-        messages: list[ChatMessage] = await handle.query(
-            names.QUERY_MESSAGES, result_type=list[ChatMessage]
-        )
+        query = names.QUERY_MODEL_VIEW if request.view else names.QUERY_MESSAGES
+        messages: list[ChatMessage] = await handle.query(query, result_type=list[ChatMessage])
         if len(messages) < request.message_count:
             raise ApplicationError(
                 f"the run has {len(messages)} messages, fewer than the {request.message_count}"

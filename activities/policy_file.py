@@ -76,6 +76,10 @@ class PolicyActivities:
     def __init__(self, policy: WorkerPolicy) -> None:
         self._policy = policy
 
+    @property
+    def policy(self) -> WorkerPolicy:
+        return self._policy
+
     @activity.defn(name=names.ACTIVITY_WORKER_POLICY)
     async def worker_policy(self) -> WorkerPolicy:
         return self._policy

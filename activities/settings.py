@@ -13,6 +13,7 @@ from pathlib import Path
 from activities.redaction import redact_url
 from activities.text_calls import TEXT_CALL_MODES, TextCallMode
 from activities.tools.sandbox import SANDBOX_MODES, SandboxMode
+from runtime.payload_store import conversation_budget_bytes, parse_store
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_WORKSPACE = "agent-workspace"
@@ -243,6 +244,11 @@ class Settings:
     `GET /props`), else 128,000."""
     llm_summary_model: str | None = None
     """`LLM_SUMMARY_MODEL`: the model that writes compaction summaries; None: the run's model."""
+    conversation_bytes: int = 1_400_000
+    """How big a run's conversation may grow: 1.4 MB, or with a payload store
+    (`AGENT_PAYLOAD_STORE`) `AGENT_MAX_CONVERSATION_MB` (default 64)."""
+    payload_store: bool = False
+    """Whether `AGENT_PAYLOAD_STORE` is set (every program needs the same setting)."""
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -294,6 +300,8 @@ class Settings:
             system_prompt=_system_prompt(env),
             llm_context_tokens=_positive_int(env, "LLM_CONTEXT_TOKENS"),
             llm_summary_model=(env.get("LLM_SUMMARY_MODEL") or "").strip() or None,
+            conversation_bytes=conversation_budget_bytes(env),
+            payload_store=parse_store(env) is not None,
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:

@@ -13,14 +13,25 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from workflows import names
-from workflows.model import LlmRequest, LlmResponse, ToolRequest, ToolSpec
+from workflows.model import (
+    LlmRequest,
+    LlmResponse,
+    SummaryRequest,
+    SummaryResponse,
+    ToolRequest,
+    ToolSpec,
+    WorkerSetup,
+)
 from workflows.rules import WorkerPolicy
 from workflows.tool_results import framework_error_message
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 """Activities heartbeat every 0.5 s; a worker that dies mid-activity is noticed after this."""
 SETUP_TIMEOUT = timedelta(seconds=30)
-"""`list_tools` and `worker_policy` answer from memory."""
+"""`list_tools`, `worker_policy` and `worker_setup` answer from memory (and one bounded probe of
+the model server)."""
+SUMMARY_TIMEOUT = timedelta(minutes=10)
+"""One `summarize_conversation`: a model call like `call_llm`'s."""
 LLM_TIMEOUT = timedelta(minutes=10)
 """One model call, all of its streaming (the worker's LLM_TIMEOUT_SECONDS bounds each silence)."""
 DEFAULT_TOOL_TIMEOUT = timedelta(minutes=5)
@@ -88,6 +99,45 @@ async def worker_policy() -> WorkerPolicy:
         summary="read the worker's approval rules",
     )
     return policy
+
+
+async def worker_setup() -> WorkerSetup:
+    setup: WorkerSetup = await workflow.execute_activity(
+        names.ACTIVITY_WORKER_SETUP,
+        result_type=WorkerSetup,
+        start_to_close_timeout=SETUP_TIMEOUT,
+        summary="read the worker's tools, rules and model window",
+    )
+    return setup
+
+
+async def summarize(request: SummaryRequest) -> SummaryResponse:
+    summary: SummaryResponse = await workflow.execute_activity(
+        names.ACTIVITY_SUMMARIZE,
+        request,
+        result_type=SummaryResponse,
+        start_to_close_timeout=SUMMARY_TIMEOUT,
+        heartbeat_timeout=HEARTBEAT_TIMEOUT,
+        retry_policy=LLM_RETRY,
+        summary=f"summarise messages {request.first}-{request.last - 1} to fit the model's window",
+    )
+    return summary
+
+
+def context_exceeded(err: ActivityError) -> tuple[int | None, int | None] | None:
+    """The provider said the request was too long for the model: (its window, its count of the
+    request), each None where it named none; None for any other failure."""
+    cause = err.cause
+    if not isinstance(cause, ApplicationError) or cause.type != "LlmContextExceeded":
+        return None
+    details = cause.details[0] if cause.details else None
+    if not isinstance(details, dict):
+        return None, None
+    window, request = details.get("context_tokens"), details.get("request_tokens")
+    return (
+        window if isinstance(window, int) else None,
+        request if isinstance(request, int) else None,
+    )
 
 
 def start_llm(request: LlmRequest) -> workflow.ActivityHandle[LlmResponse]:

@@ -25,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approvals import Approvals
     from workflows.batch import Batch, InFlight
     from workflows.bounds import Limits
+    from workflows.compaction import Compactor
     from workflows.conversation import Conversation
     from workflows.event_log import EventLog, preview
     from workflows.inputs import (
@@ -102,6 +103,9 @@ class AgentWorkflow:
             now=workflow.now,
             after_answer=self._show_waiting,
         )
+        self._compactor = Compactor(
+            self._state, self._conversation, self._emit, self._approvals.offered_specs
+        )
         self._visibility = Visibility()
         # Bookkeeping of this generation only (never carried):
         self._phase: Phase = "running"
@@ -145,10 +149,17 @@ class AgentWorkflow:
         the first generation, check the input and let the calls it brings through the gate. A
         result when the run ends right there."""
         state = self._state
-        if state.tool_specs is None:
-            self._approvals.know_tools(await calls.list_tools())
-        if self._behaviour.worker_policy and state.worker_policy is None:
-            state.worker_policy = await calls.worker_policy()
+        if self._behaviour.trust_and_time:
+            if state.setup is None:
+                state.setup = await calls.worker_setup()
+                self._approvals.know_tools(state.setup.tools)
+                state.worker_policy = state.setup.policy
+                self._compactor.start(state.setup)
+        else:
+            if state.tool_specs is None:
+                self._approvals.know_tools(await calls.list_tools())
+            if self._behaviour.worker_policy and state.worker_policy is None:
+                state.worker_policy = await calls.worker_policy()
         if state.generation > 0:
             return None
         self._warn_unknown_options()
@@ -215,17 +226,22 @@ class AgentWorkflow:
             self._finish("error", problem)
             return None
         self._set_phase("running", f"round {state.round}: waiting for the model")
+        if problem := await self._compactor.fit():
+            self._finish("error", problem)
+            return None
         info = workflow.info()
+        sent = len(state.messages)
         handle = calls.start_llm(
             LlmRequest(
                 workflow_id=info.workflow_id,
                 run_id=info.run_id,
-                message_count=len(state.messages),
+                message_count=len(self._compactor.view()) if self._compactor.active else sent,
                 round=state.round,
                 tools=self._approvals.allowed_tools(),
                 model=state.options.model,
                 temperature=state.options.temperature,
                 max_tokens=state.options.max_tokens,
+                view=self._compactor.active,
             )
         )
         self._inflight.add("llm", handle)
@@ -236,10 +252,19 @@ class AgentWorkflow:
                 if state.cancel is None:
                     raise  # Temporal's own cancellation: run() ends the run as cancelled
                 return None
-            self._finish("error", f"LLM call failed: {calls.failure_detail(err)}")
+            detail = calls.failure_detail(err)
+            named = calls.context_exceeded(err) if self._compactor.active else None
+            if named is not None:
+                # Too long for the model: a lower window, a smaller view, the call again.
+                if (problem := self._compactor.too_long(named, detail, sent)) is None:
+                    return None
+                self._finish("error", problem)
+                return None
+            self._finish("error", f"LLM call failed: {detail}")
             return None
         finally:
             self._inflight.remove("llm")
+        self._compactor.learn(response.usage, sent)
         return response if self._take_reply(response) else None
 
     def _take_reply(self, response: LlmResponse) -> bool:
@@ -483,7 +508,13 @@ class AgentWorkflow:
 
     @workflow.query(name=names.QUERY_MESSAGES)
     def messages(self) -> list[ChatMessage]:
+        """The record: every message of the run, compaction markers in place."""
         return self._state.messages
+
+    @workflow.query(name=names.QUERY_MODEL_VIEW)
+    def model_view(self) -> list[ChatMessage]:
+        """What the model is sent now (the record, compacted to fit its window)."""
+        return self._compactor.view()
 
     # ------------------------------------------------------------ helpers
 
@@ -558,7 +589,8 @@ class AgentWorkflow:
     def _result(self) -> AgentRunResult:
         assert self._finish_reason is not None
         messages = self._state.messages
-        if self._limits.strict_sizes:
+        setup = self._state.setup
+        if self._limits.strict_sizes and not (setup is not None and setup.payload_store):
             # A safety net: the conversation bound keeps the result far below this already.
             messages, _ = bounds.fit_messages(messages, bounds.RESULT_BUDGET_BYTES)
         return AgentRunResult(

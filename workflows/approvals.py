@@ -95,6 +95,11 @@ class Approvals:
     def spec(self, name: str) -> ToolSpec | None:
         return self._specs.get(name)
 
+    def offered_specs(self) -> list[ToolSpec]:
+        """The specs of the tools the model is offered (what the request carries)."""
+        allowed = set(self.allowed_tools())
+        return [s for s in self._specs.values() if s.name in allowed]
+
     def allowed_tools(self) -> list[str]:
         """The tools this run may use: the worker's, less those the run's allow-list leaves out."""
         names = sorted(self._specs)

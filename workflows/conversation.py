@@ -13,14 +13,23 @@ from workflows.model import AgentState, ChatMessage, ToolCall
 from workflows.tool_results import bound_text
 
 
-def too_large_message(size: int, limit: int, reply: int | None = None) -> str:
+def too_large_message(
+    size: int, limit: int, reply: int | None = None, *, store: bool | None = None
+) -> str:
+    """`store`: whether the worker has a payload store (None: the run does not know)."""
     what = (
         f"the model's reply of {reply} bytes brings it to {size} bytes"
         if reply
         else f"{size} bytes"
     )
+    hint = ""
+    if store is False:
+        hint = " (set AGENT_PAYLOAD_STORE on every program to keep longer conversations)"
+    elif store:
+        hint = " (AGENT_MAX_CONVERSATION_MB on the worker sets this budget)"
     return (
-        f"Conversation too large: {what}, more than {limit}; start a new run with a shorter history"
+        f"Conversation too large: {what}, more than {limit}{hint};"
+        " start a new run with a shorter history"
     )
 
 
@@ -69,12 +78,21 @@ class Conversation:
         self._sized = (len(self.messages), size)
         return size
 
+    @property
+    def budget(self) -> int:
+        """The conversation's size budget in bytes: the worker's (with a payload store it is
+        larger), else the release's."""
+        setup = self._state.setup
+        return setup.conversation_bytes if setup is not None else self._limits.conversation_bytes
+
     def too_large(self, extra: int = 0, *, reply: int | None = None) -> str | None:
         """Why the conversation (plus `extra` bytes) is over its budget, or None."""
         size = self.size() + extra
-        if size <= self._limits.conversation_bytes:
+        if size <= self.budget:
             return None
-        return too_large_message(size, self._limits.conversation_bytes, reply)
+        setup = self._state.setup
+        store = None if setup is None else setup.payload_store
+        return too_large_message(size, self.budget, reply, store=store)
 
     # ---- writing
 
@@ -100,7 +118,7 @@ class Conversation:
         each bounded, and with strict sizes the batch cut to what the budget leaves."""
         texts = [bound_text(c, bounds.TOOL_CONTENT_CHARS) for c in contents]
         if self._limits.strict_sizes:
-            room = self._limits.conversation_bytes - self.size() - 200 * len(texts)
+            room = self.budget - self.size() - 200 * len(texts)
             texts = bounds.fit_batch(texts, max(0, room) // 2)
         added = [ChatMessage.tool(call, text) for call, text in zip(calls, texts, strict=True)]
         self.messages.extend(added)
@@ -119,7 +137,7 @@ class Conversation:
         held = sum(bounds.json_bytes(m) for m in self.held)
         size = self.size() + held
         added = bounds.json_bytes(message)
-        limit = self._limits.conversation_bytes
+        limit = self.budget
         if size + added > limit:
             return (
                 f"a message of {added} bytes would bring the conversation to {size + added}"

@@ -20,12 +20,16 @@ QUERY_STATUS = "status"
 QUERY_EVENTS = "events"
 QUERY_MESSAGES = "messages"
 QUERY_POLICY = "policy"
+QUERY_MODEL_VIEW = "model_view"
 
 # Activities
 ACTIVITY_CALL_LLM = "call_llm"
 ACTIVITY_EXECUTE_TOOL = "execute_tool"
 ACTIVITY_LIST_TOOLS = "list_tools"
 ACTIVITY_WORKER_POLICY = "worker_policy"
+ACTIVITY_WORKER_SETUP = "worker_setup"
+ACTIVITY_SUMMARIZE = "summarize_conversation"
+ACTIVITY_NOTIFY = "notify"
 
 # Search attributes: the cluster-wide approval inbox.
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
