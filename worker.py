@@ -14,8 +14,9 @@ The LLM settings (LLM_BASE_URL, LLM_API_KEY, LLM_MODEL, LLM_STREAM), the tools' 
 
 At start the worker checks once whether bubblewrap works here and says so (`sandbox=bwrap` or
 `sandbox=none` in its ready line); without it, it warns, and with AGENT_SANDBOX=required it
-refuses to start. A tool that cannot be loaded, two tools with one name, or an MCP server that
-does not start: one line saying which, and no start.
+refuses to start. A tool that cannot be loaded, two tools with one name, an MCP server that
+does not start, or a rule of AGENT_POLICY_FILE that matches none of the tools (checked once the
+MCP servers' tools are known): one line saying which, and no start.
 
 Everything but the reading of settings and the process's life lives in `activities.plugin`
 (`AgentPlugin`, `run_worker`), so an application embeds the agent in its own worker instead.
@@ -84,7 +85,7 @@ async def _main() -> int:
     except McpStartError as err:
         _say(f"{err}; not starting")
         return 1
-    except ValueError as err:  # an MCP tool whose name is taken
+    except ValueError as err:  # an MCP tool whose name is taken, a rule that cannot match
         _say(f"{err}; not starting")
         return 2
     try:

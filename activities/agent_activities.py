@@ -19,6 +19,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.context_window import DEFAULT_CONTEXT_TOKENS
+from activities.enforcement import enforced_refusal
 from activities.heartbeat import heartbeating
 from activities.llm import OpenAIChatClient
 from activities.markers import IdempotencyMarkers
@@ -121,7 +122,7 @@ class AgentActivities:
             window = DEFAULT_CONTEXT_TOKENS
         return WorkerSetup(
             tools=self._registry.specs(),
-            policy=self._policy.policy,
+            policy=self._policy.rules,
             context_tokens=window,
             max_tokens=self._settings.llm_max_tokens,
             conversation_bytes=self._settings.conversation_bytes,
@@ -245,6 +246,10 @@ class AgentActivities:
             return invalid_arguments_message(
                 f"expected a JSON object, got {type(arguments).__name__}"
             )
+        # The worker's own enforced rules have the last word, whatever the run's state says.
+        refusal = await enforced_refusal(self._policy.rules.enforced, tool, arguments)
+        if refusal is not None:
+            return refusal
         if not tool.safe_to_retry:
             earlier = await asyncio.to_thread(
                 self._markers.claim,

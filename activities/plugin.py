@@ -24,7 +24,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig
 
 from activities.agent_activities import AgentActivities
-from activities.policy_file import load_policy_file
+from activities.policy_file import POLICY_FILE_ENV, load_policy_file
 from activities.settings import Settings
 from activities.tools import Tool, ToolRegistry, build_default_registry
 from activities.tools.loading import ToolCatalog, load_tools
@@ -35,6 +35,7 @@ from runtime.connect import data_converter, task_queue
 from runtime.decryption_log import log_decryption_failures_once
 from workflows.agent import AgentWorkflow
 from workflows.converter import AgentPayloadConverter
+from workflows.rule_check import worker_policy_problem
 from workflows.rules import WorkerPolicy
 
 PLUGIN_NAME = "durable-agent.AgentPlugin"
@@ -149,7 +150,9 @@ class AgentPlugin(SimplePlugin):
 
     async def start(self) -> None:
         """Start the MCP servers and add their tools (McpStartError names a server that did not
-        start in time; ToolLoadError a name clash). Does nothing the second time."""
+        start in time; ToolLoadError a name clash), then check the worker's rules against every
+        tool (ValueError: a rule of `AGENT_POLICY_FILE` that can never match). Does nothing the
+        second time."""
         if self._started:
             return
         if self._mcp is not None and self._catalog is not None:
@@ -161,7 +164,22 @@ class AgentPlugin(SimplePlugin):
                     await self._mcp.aclose()
                     raise
                 self._mcp_tools_added = True
+        try:
+            self._check_policy()
+        except BaseException:
+            if self._mcp is not None:
+                await self._mcp.aclose()
+            raise
         self._started = True
+
+    def _check_policy(self) -> None:
+        """The worker's rules against all its tools (the MCP ones are known only now): a rule
+        that can never match is a ValueError naming the file and the rule."""
+        if self._catalog is None or self._settings is None:
+            return
+        problem = worker_policy_problem(self._policy, self._catalog.registry.specs())
+        if problem is not None:
+            raise ValueError(f"{POLICY_FILE_ENV} {self._settings.policy_file}: {problem}")
 
     async def aclose(self) -> None:
         """Stop the MCP servers and close the activities' HTTP clients."""

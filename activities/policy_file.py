@@ -77,7 +77,9 @@ class PolicyActivities:
         self._policy = policy
 
     @property
-    def policy(self) -> WorkerPolicy:
+    def rules(self) -> WorkerPolicy:
+        """The rules loaded at start (what `worker_setup` hands to runs and `execute_tool`
+        re-checks its enforced ones from)."""
         return self._policy
 
     @activity.defn(name=names.ACTIVITY_WORKER_POLICY)

@@ -28,22 +28,39 @@ from workflows.model import (
 )
 from workflows.rules import WorkerPolicy
 
+
+def _takes(*names: str) -> dict[str, Any]:
+    """A JSON schema of string parameters (rules may name only parameters a tool declares)."""
+    return {"type": "object", "properties": {n: {"type": "string"} for n in names}}
+
+
 TOOL_SPECS = [
-    ToolSpec(name="list_dir", description="List a folder", parameters={"type": "object"}),
-    ToolSpec(name="read_file", description="Read a file", parameters={"type": "object"}),
+    ToolSpec(
+        name="list_dir",
+        description="List a folder",
+        parameters=_takes("path"),
+        path_parameters=["path"],
+    ),
+    ToolSpec(
+        name="read_file",
+        description="Read a file",
+        parameters=_takes("path"),
+        path_parameters=["path"],
+    ),
     ToolSpec(
         name="run_command",
         description="Run a shell command",
-        parameters={"type": "object"},
+        parameters=_takes("command"),
         requires_approval=True,
         safe_to_retry=False,
     ),
     ToolSpec(
         name="delete_path",
         description="Delete a path",
-        parameters={"type": "object"},
+        parameters=_takes("path"),
         requires_approval=True,
         safe_to_retry=False,
+        path_parameters=["path"],
     ),
 ]
 

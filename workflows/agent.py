@@ -162,6 +162,12 @@ class AgentWorkflow:
                 state.worker_policy = await calls.worker_policy()
         if state.generation > 0:
             return None
+        if problem := self._approvals.unmatchable(state.run_rules):
+            raise ApplicationError(
+                f"Invalid AgentRunInput: options.approval_policy: {problem}",
+                type="InvalidAgentRunInput",
+                non_retryable=True,
+            )
         self._warn_unknown_options()
         if self._limits.strict_sizes and (problem := self._conversation.too_large()):
             return self._finish("error", problem)
@@ -481,6 +487,8 @@ class AgentWorkflow:
         if parsed is None or parsed.value is None:
             why = str(error) if parsed is None else str(parsed.error)
             raise ApplicationError(why, type="InvalidApprovalPolicy", non_retryable=True)
+        if problem := self._approvals.unmatchable(parsed.value.rules):
+            raise ApplicationError(problem, type="InvalidApprovalPolicy", non_retryable=True)
         return list(parsed.value.rules)
 
     @workflow.query(name=names.QUERY_POLICY)

@@ -37,6 +37,7 @@ from workflows.model import (
 from workflows.policy import Verdict, effective_rules, evaluate, literal_glob, policy_view
 from workflows.reconstruction import runnable
 from workflows.repeats import Repeats
+from workflows.rule_check import unmatchable_rule
 from workflows.rules import MAX_RULE_REASON_CHARS, PolicyRule, PolicyView
 from workflows.tool_results import cut_off_message
 from workflows.versions import Behaviour
@@ -137,9 +138,28 @@ class Approvals:
         """What the rules say about a call; None for a call that cannot run at all."""
         if self._limits.only_runnable_wait and not self.can_run(call):
             return None
+        return self._evaluate(call)
+
+    def _evaluate(self, call: ToolCall) -> Verdict:
+        """The rules' decision; this release's runs match paths as the tool opens them and
+        keep a shell character to its place in an allow pattern."""
+        current = self._behaviour.trust_and_time
+        spec = self._specs.get(call.name)
         return evaluate(
-            self.rules(), call.name, call.arguments, requires_approval=self.guarded(call)
+            self.rules(),
+            call.name,
+            call.arguments,
+            requires_approval=self.guarded(call),
+            path_parameters=spec.path_parameters if spec is not None and current else (),
+            legacy_shell_safety=not current,
         )
+
+    def unmatchable(self, rules: Sequence[PolicyRule]) -> str | None:
+        """Why one of a run's rules can never match a tool of this worker (this release's runs;
+        None while the tools are not known yet)."""
+        if not self._behaviour.trust_and_time or self._state.tool_specs is None:
+            return None
+        return unmatchable_rule(rules, self._state.tool_specs, origin="run")
 
     # ---- the rules
 
@@ -300,12 +320,7 @@ class Approvals:
     def _refuse_edit(self, response: ToolApprovalResponse, edit: Edit) -> bool:
         """Edited arguments are a new call: a rule that denies them answers the call
         `Rejected: {reason}` instead (a person's approval never loosens a rule)."""
-        verdict = evaluate(
-            self.rules(),
-            edit.call.name,
-            edit.call.arguments,
-            requires_approval=self.guarded(edit.call),
-        )
+        verdict = self._evaluate(edit.call)
         if verdict.decision != "deny" or verdict.rule is None:
             return False
         record = ApprovalRecord(

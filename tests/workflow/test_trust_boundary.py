@@ -280,3 +280,27 @@ async def handovers(client: Client, workflow_id: str, run_id: str | None) -> lis
                 states.append(handed.state)
                 run_id = attributes.new_execution_run_id
     return states
+
+
+async def test_rules_that_cannot_match_are_refused(client, task_queue):
+    dead = {"rules": [{"tool": "mcp.fs.*", "decision": "deny", "reason": "no MCP writes"}]}
+    fake = FakeAgentActivities(replies=[calls(("c1", "delete_path", '{"path": "x"}'))])
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(
+            client,
+            task_queue,
+            AgentRunInput.from_prompt("go", AgentRunOptions(approval_policy=dead)),
+        )
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        assert "matches none of the worker's tools" in failure_message(failed.value)
+        assert fake.llm_requests == []
+
+        running = await start_run(client, task_queue, AgentRunInput.from_prompt("go"))
+        await wait_for_phase(running, "awaiting_approval")
+        spaced = {"rules": [{"tool": "read_file", "when": {" path": "*.env"}, "decision": "deny"}]}
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await running.execute_update(names.UPDATE_SET_APPROVAL_POLICY, spaced)
+        assert "' path'" in str(refused.value.cause)
+        await running.signal(names.SIGNAL_CANCEL)
+        await running.result()
