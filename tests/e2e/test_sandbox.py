@@ -24,8 +24,6 @@ from temporalio.client import Client
 from activities.agent_activities import AgentActivities
 from activities.settings import Settings
 from activities.tools import build_default_registry
-from activities.tools.cgroups import cgroup_support
-from activities.tools.limits import enforcement
 from activities.tools.sandbox import CommandPolicy, bwrap_status, choose_policy
 from tests.helpers import start_run, wait_for_phase, wait_until
 from tests.reliability.processes import ROOT, start_worker, stopping, worker_env
@@ -207,6 +205,8 @@ async def test_the_sandbox_hides_other_processes_and_has_limits(workspace):
     assert table["Max file size"][:2] == ["1073741824", "1073741824"]
     assert table["Max address space"][:2] == ["4294967296", "4294967296"]
     assert table["Max cpu time"][0] == "31"
+    from activities.tools.cgroups import cgroup_support
+
     if cgroup_support() is None:  # else the command's cgroup limits it (test_sandbox_limits)
         assert table["Max processes"][0] != "unlimited"
         assert table["Max data size"][0] == str(1024 * 1024 * 1024)
@@ -342,6 +342,8 @@ def test_the_worker_warns_when_commands_are_not_sandboxed(tmp_path):
 
 
 async def test_the_ready_line_says_which_sandbox(client, task_queue, tmp_path):
+    from activities.tools.limits import enforcement
+
     limits = enforcement()
     for mode, expected in [("auto", BWRAP.sandbox), ("off", "none")]:
         env = worker_env(

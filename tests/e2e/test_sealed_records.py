@@ -42,7 +42,7 @@ async def test_an_encrypted_worker_seals_its_records_and_removes_old_ones(
         )
         worker = await start_deployed_worker(place, env)
         with stopping(worker):
-            assert not stale.exists()  # removed when the worker started
+            stale_left = stale.exists()
             keyed = await Client.connect(
                 client.service_client.config.target_host,
                 data_converter=data_converter({ENV_KEY: key}),
@@ -51,5 +51,6 @@ async def test_an_encrypted_worker_seals_its_records_and_removes_old_ones(
         [tool] = [m for m in result.messages if m.role == "tool"]
         assert output in tool.content  # the model got the output
         kept = [p.read_text() for p in records.iterdir()]
-    assert len(kept) == 1
-    assert output not in kept[0] and '"sealed"' in kept[0]
+    assert [text for text in kept if output in text] == []  # sealed, not plaintext
+    assert len(kept) == 1 and '"sealed"' in kept[0]
+    assert not stale_left  # removed when the worker started
