@@ -75,11 +75,12 @@ def _write(path: Path, text: str) -> None:
 
 
 def _fresh_base(parent: Path) -> Path:
-    """This worker's folder for its command groups; stale ones of workers gone are removed."""
+    """This worker's folder for its command groups. Empty ones of workers gone are removed (only
+    empty ones: a process in one may belong to a worker this process cannot see)."""
     for stale in parent.glob(f"{BASE_PREFIX}[0-9]*"):
         pid = stale.name[len(BASE_PREFIX) :]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
-            remove_group(stale)
+            remove_group(stale, kill=False, wait_seconds=0)
     base = parent / f"{BASE_PREFIX}{os.getpid()}"
     base.mkdir(exist_ok=True)
     return base
@@ -139,20 +140,22 @@ def cgroup_support() -> CgroupSupport | None:
 
 
 def _members(group: Path) -> list[int]:
+    """The pids in `group` that this process can see (a pid of another PID namespace reads 0)."""
     with contextlib.suppress(OSError):
-        return [int(p) for p in (group / "cgroup.procs").read_text().split()]
+        return [pid for pid in map(int, (group / "cgroup.procs").read_text().split()) if pid > 1]
     return []
 
 
-def remove_group(group: Path, wait_seconds: float = 2.0) -> bool:
-    """Kill what is left in `group` (and its children), then remove it. False if it is still
-    busy after `wait_seconds` (a process in the middle of exiting); a later start removes it."""
+def remove_group(group: Path, *, kill: bool = True, wait_seconds: float = 2.0) -> bool:
+    """Kill what is left in `group` and its children (with `kill`), then remove them. False if it
+    is still busy after `wait_seconds` (a process in the middle of exiting): a later start
+    removes it once it is empty."""
     children = [p for p in group.iterdir() if p.is_dir()] if group.is_dir() else []
     for child in children:
-        remove_group(child, wait_seconds)
+        remove_group(child, kill=kill, wait_seconds=wait_seconds)
     deadline = time.monotonic() + wait_seconds
     while True:
-        for pid in _members(group):
+        for pid in _members(group) if kill else ():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         try:
