@@ -145,6 +145,7 @@ def bwrap_argv(
     ws = os.path.realpath(workspace)
     places = private_paths(Path(ws), private, environ)
     extra = [os.path.realpath(p) for p in read_only]
+    system = system_args()
     masks = mask_args(places, visible_sources(), ws)
     extra_masks = mask_args(places, extra, ws)
     args = [
@@ -159,7 +160,7 @@ def bwrap_argv(
         "--unshare-net",
         "--cap-drop",
         "ALL",
-        *system_args(),
+        *system,
         "--proc",
         "/proc",
         "--dev",
@@ -176,7 +177,8 @@ def bwrap_argv(
     for name in unset_env:
         args += ["--unsetenv", name]
     args += ["--bind", ws, ws, "--remount-ro", "/"]
-    for mask in [*masks, *extra_masks][1::2]:  # the empty folders stay empty
+    empty = [system[i + 1] for i, arg in enumerate(system) if arg == "--tmpfs"]
+    for mask in [*empty, *masks[1::2], *extra_masks[1::2]]:  # the empty folders stay empty
         args += ["--remount-ro", mask]
     return [*args, "--chdir", ws, "--", *argv]
 

@@ -49,6 +49,8 @@ def test_only_system_folders_and_the_workspace_are_bound(tmp_path: Path) -> None
     assert pairs(args, "--bind") == [str(workspace.resolve())]
     assert args[args.index("--") + 1 :] == ["/bin/sh", "-c", "true"]
     assert "--unshare-net" in args and "/" in pairs(args, "--remount-ro")
+    # Every empty folder mounted over something private stays read-only (only /tmp is writable).
+    assert set(pairs(args, "--tmpfs")) - {"/tmp", "/run"} <= set(pairs(args, "--remount-ro"))
 
 
 def test_etc_files_other_users_may_not_read_are_hidden() -> None:
