@@ -69,7 +69,9 @@ class AgentActivities:
         self._policy = PolicyActivities(policy or WorkerPolicy())
         self._owns_http = http is None
         self._http = http or httpx.AsyncClient()
-        self._markers = IdempotencyMarkers(settings.resolved_state_dir / "tool-calls")
+        self._markers = IdempotencyMarkers.for_worker(
+            settings.resolved_state_dir / "tool-calls", settings.state_retention_days
+        )
         self._llm = (
             OpenAIChatClient(
                 self._http,

@@ -135,6 +135,17 @@ def _positive_int(environ: Mapping[str, str], key: str) -> int | None:
     return value
 
 
+def _days(environ: Mapping[str, str], key: str, default: float) -> float:
+    raw = (environ.get(key) or "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ValueError(f"{key} must be a positive number of days, got {raw!r}")
+    return value
+
+
 def api_key_problem(key: str) -> str | None:
     """Why `key` cannot be sent as `Authorization: Bearer <key>`, or None. An HTTP header carries
     printable ASCII; a key with a line break (a file read with its newline, a pasted
@@ -217,7 +228,14 @@ class Settings:
     """`AGENT_COMMAND_ENV`: names (comma- or space-separated) of the worker's variables that
     commands get, on top of PATH, HOME (set to the workspace) and LANG. Nothing else is passed."""
     command_network: bool = False
-    """`AGENT_COMMAND_NETWORK=true`: sandboxed commands may use the network (default: none)."""
+    """`AGENT_COMMAND_NETWORK=true`: sandboxed commands get their own network with an uplink
+    (slirp4netns; never the host's loopback). Default: no network."""
+    command_max_processes: int = 256
+    """`AGENT_COMMAND_MAX_PROCESSES`: processes and threads one command may have."""
+    command_max_memory_mb: int = 1024
+    """`AGENT_COMMAND_MAX_MEMORY_MB`: memory one command may use in all (MiB)."""
+    state_retention_days: float = 30.0
+    """`AGENT_STATE_RETENTION_DAYS`: at-most-once records older than this are removed."""
     tools: tuple[str, ...] = ()
     """`AGENT_TOOLS`: your own tools, as `package.module:attribute` (comma-separated), each a
     `Tool`, an iterable of them, or a callable returning them; loaded beside the built-ins."""
@@ -291,6 +309,9 @@ class Settings:
             sandbox=_sandbox_mode(env),
             command_env=_env_names(env),
             command_network=(env.get("AGENT_COMMAND_NETWORK") or "").strip().lower() in _TRUE,
+            command_max_processes=_positive_int(env, "AGENT_COMMAND_MAX_PROCESSES") or 256,
+            command_max_memory_mb=_positive_int(env, "AGENT_COMMAND_MAX_MEMORY_MB") or 1024,
+            state_retention_days=_days(env, "AGENT_STATE_RETENTION_DAYS", 30.0),
             tools=_tool_specs(env),
             builtin_tools=(env.get("AGENT_BUILTIN_TOOLS") or "true").strip().lower() not in _FALSE,
             mcp_config=Path(mcp_raw).expanduser().resolve() if mcp_raw else None,
