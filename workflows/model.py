@@ -455,6 +455,23 @@ class WorkerSetup(BaseModel):
     """Whether the worker notifies people (AGENT_NOTIFY_URL): the workflow runs `notify`."""
 
 
+class NotifyRequest(BaseModel):
+    """Input of `notify`: tell people about a call waiting for them, or about the end of a run
+    that waited for a person. The worker adds the inbox link (AGENT_INBOX_URL) and leaves the
+    arguments out when encryption is on (unless AGENT_NOTIFY_ARGUMENTS=true)."""
+
+    event: Literal["approval_waiting", "approval_reminder", "run_finished"]
+    workflow_id: str
+    run_id: str
+    """The first run id of the run's chain (what an answer carries as `run_id`)."""
+    call_id: str | None = None
+    tool: str | None = None
+    arguments: Any = None
+    waiting_since: datetime | None = None
+    finish_reason: FinishReason | None = None
+    error: str | None = None
+
+
 class ContextState(BaseModel):
     """The model's context window as a run tracks it, and how its view of the conversation is
     compacted (the record, `messages`, is never changed by it)."""
