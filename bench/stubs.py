@@ -1,5 +1,7 @@
 """In-process activities for the bench: the bare workflow's no-op steps, and fake agent
-activities registered under the real names (`list_tools`, `call_llm`, `execute_tool`).
+activities registered under the real names (`list_tools`, `worker_policy`, `worker_setup`,
+`call_llm`, `summarize_conversation`, `execute_tool`): every activity a run of this release may
+schedule, so that no figure's run waits on an activity no worker has.
 
 The fakes are for figures whose subject is the workflow, not the HTTP client: history growth
 depends on what the workflow records, approval latency on how fast it reacts to a signal. Each
@@ -21,6 +23,8 @@ from workflows.model import (
     ChatMessage,
     LlmRequest,
     LlmResponse,
+    SummaryRequest,
+    SummaryResponse,
     ToolCall,
     ToolRequest,
     ToolSpec,
@@ -65,17 +69,39 @@ def bare_activities(stamps: Stamps) -> list[Callable[..., Any]]:
 @dataclass
 class FakeAgent:
     """A scripted model: every round it replies `content_size` characters and one call of `tool`;
-    the tool returns `content_size` characters. With `stop_after_first`, the reply of round 1 and
-    later is plain text, so an approval run ends after its tool ran."""
+    the tool returns `content_size` characters (`tool_size`, when set). With `stop_after_first`,
+    the reply of round 1 and later is plain text, so an approval run ends after its tool ran.
+
+    `worker_setup` says what a real worker would: the model's window (`context_tokens`, 128,000
+    by default as for a server that names none), and with `payload_store` the larger conversation
+    budget of a worker with AGENT_PAYLOAD_STORE (`conversation_bytes`). A compaction's summary is
+    `summary_size` characters."""
 
     content_size: int = 100
     tool: ToolSpec = field(default_factory=lambda: LIST_DIR)
     stop_after_first: bool = False
     stamps: Stamps = field(default_factory=Stamps)
+    tool_size: int | None = None
+    context_tokens: int = 128_000
+    payload_store: bool = False
+    conversation_bytes: int = 1_400_000
+    summary_size: int = 1_000
+    summaries: list[SummaryRequest] = field(default_factory=list)
+    """Every `summarize_conversation` request this fake answered."""
+
+    def setup(self) -> WorkerSetup:
+        return WorkerSetup(
+            tools=[LIST_DIR, RUN_COMMAND],
+            context_tokens=self.context_tokens,
+            conversation_bytes=self.conversation_bytes,
+            payload_store=self.payload_store,
+        )
 
     def activities(self) -> list[Callable[..., Any]]:
         specs = [LIST_DIR, RUN_COMMAND]
         filler = "x" * self.content_size
+        output = filler if self.tool_size is None else "y" * self.tool_size
+        summary = "s" * self.summary_size
 
         @activity.defn(name=names.ACTIVITY_LIST_TOOLS)
         async def list_tools() -> list[ToolSpec]:
@@ -87,7 +113,7 @@ class FakeAgent:
 
         @activity.defn(name=names.ACTIVITY_WORKER_SETUP)
         async def worker_setup() -> WorkerSetup:
-            return WorkerSetup(tools=specs)
+            return self.setup()
 
         @activity.defn(name=names.ACTIVITY_CALL_LLM)
         async def call_llm(request: LlmRequest) -> LlmResponse:
@@ -98,9 +124,21 @@ class FakeAgent:
             )
             return LlmResponse(message=ChatMessage.assistant(filler, [call]))
 
+        @activity.defn(name=names.ACTIVITY_SUMMARIZE)
+        async def summarize_conversation(request: SummaryRequest) -> SummaryResponse:
+            self.summaries.append(request)
+            return SummaryResponse(text=summary)
+
         @activity.defn(name=names.ACTIVITY_EXECUTE_TOOL)
         async def execute_tool(request: ToolRequest) -> str:
             self.stamps.mark(request.workflow_id)
-            return filler
+            return output
 
-        return [list_tools, worker_policy, worker_setup, call_llm, execute_tool]
+        return [
+            list_tools,
+            worker_policy,
+            worker_setup,
+            call_llm,
+            summarize_conversation,
+            execute_tool,
+        ]
