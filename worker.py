@@ -1,6 +1,7 @@
 """The worker: hosts AgentWorkflow and its activities (call_llm, execute_tool, list_tools).
 
     python worker.py
+    python worker.py --processes 2     # or AGENT_WORKER_PROCESSES=2: two full workers
 
 Connects the way every Temporal program does (`temporalio.envconfig`: TEMPORAL_ADDRESS,
 TEMPORAL_NAMESPACE, TLS, API key, profiles; default localhost:7233), registers the search
@@ -21,15 +22,22 @@ it. A tool that cannot be loaded, two tools with one name, an MCP server that do
 a rule of AGENT_POLICY_FILE that matches none of the tools (checked once the MCP servers' tools
 are known): one line saying which, and no start.
 
+`--processes N` (or AGENT_WORKER_PROCESSES=N) runs N copies of this worker, each a process of its
+own with its own client, on the same task queue: one Python worker uses one core for its workflow
+code (`runtime.worker_processes`).
+
 Everything but the reading of settings and the process's life lives in `activities.plugin`
 (`AgentPlugin`, `run_worker`), so an application embeds the agent in its own worker instead.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import os
 import signal
 import sys
+from pathlib import Path
 
 from temporalio.service import RPCError
 
@@ -48,6 +56,7 @@ from runtime.connect import connect, connect_config, data_converter
 from runtime.process import exit_now
 from runtime.search_attributes import ensure_search_attributes
 from runtime.setting_error import SettingError
+from runtime.worker_processes import FLAG, process_count, run_copies
 
 __all__ = ["AgentPlugin", "Settings", "heartbeat_tuning", "run_worker"]
 
@@ -140,9 +149,24 @@ async def _serve(plugin: AgentPlugin, settings: Settings, address: str, isolatio
     return 0
 
 
+def _processes(argv: list[str]) -> int:
+    """The number of worker processes to run (`--processes`, AGENT_WORKER_PROCESSES)."""
+    parser = argparse.ArgumentParser(prog="python worker.py", description=__doc__.split("\n")[0])
+    parser.add_argument(
+        FLAG, metavar="N", help="run N copies of this worker, each a process of its own"
+    )
+    return process_count(parser.parse_args(argv).processes, os.environ)
+
+
 if __name__ == "__main__":
     try:
-        exit_code = asyncio.run(_main())
+        count = _processes(sys.argv[1:])
+    except SettingError as err:
+        _say(str(err))
+        exit_now(2)
+    command = [sys.executable, str(Path(__file__).resolve())]
+    try:
+        exit_code = asyncio.run(run_copies(count, command, os.environ) if count > 1 else _main())
     except KeyboardInterrupt:
         exit_code = 130
     exit_now(exit_code)
