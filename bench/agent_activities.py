@@ -10,6 +10,7 @@ from typing import Any
 from temporalio.client import Client
 
 from activities.agent_activities import AgentActivities
+from activities.llm import OpenAIChatClient
 from activities.settings import Settings
 from activities.tools import build_default_registry
 
@@ -38,3 +39,12 @@ async def agent_activities(
         yield list(real.all()), REAL, real
     finally:
         await real.aclose()
+
+
+def model_client(real: AgentActivities) -> OpenAIChatClient:
+    """The agent's own model client (its settings, its connection pool), for the fair floor: the
+    floor's model call then costs exactly what the agent's does on the HTTP side."""
+    client = real._llm
+    if client is None:
+        raise RuntimeError("the bench's activities have no model server (LLM_BASE_URL)")
+    return client

@@ -3,8 +3,14 @@
 
 It runs its own event loop in a thread, so the worker's loop only pays for the HTTP client, as it
 would against a real provider. Two behaviours: `instant` (a reply of `content_size` characters
-plus one `tool` call, at once) and `slow` (text for `stream_seconds`, then a `tool` call; records
-when the client went away, which is when an immediate cancel really aborted the request).
+plus one `tool` call, at once; a request without tools, such as a compaction's summary, gets the
+text alone) and `slow` (text for `stream_seconds`, then a `tool` call; records when the client
+went away, which is when an immediate cancel really aborted the request). The usage it reports
+counts 4 bytes of request per prompt token.
+
+`GET /bench/stats` answers what it was sent so far (`requests`, `body_bytes`, `summaries`), so a
+figure can check that two variants sent the same bytes; any other GET (the client's `/props`
+probe) is a 404.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -31,6 +38,10 @@ class FakeLlmServer:
     stream_seconds: float = 15.0
     port: int = 0
     requests: int = 0
+    body_bytes: int = 0
+    """Bytes of every model request's body."""
+    summaries: int = 0
+    """Requests without tools (a compaction's summary)."""
     disconnects: list[float] = field(default_factory=list)
     """`time.monotonic()` of every slow stream the client aborted before its end."""
     _loop: asyncio.AbstractEventLoop | None = None
@@ -93,16 +104,23 @@ class FakeLlmServer:
                     key, _, value = line.partition(":")
                     if key.strip().lower() == "content-length":
                         length = int(value.strip())
-                body = json.loads(await reader.readexactly(length)) if length else {}
+                raw = await reader.readexactly(length) if length else b""
+                if head.startswith(b"GET /bench/stats "):
+                    await self._stats(writer)
+                    continue
                 if not head.startswith(b"POST "):  # the client's `GET /props`: no model call
                     writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                     await writer.drain()
                     continue
+                body = json.loads(raw) if raw else {}
                 self.requests += 1
+                self.body_bytes += len(raw)
+                tools = bool(body.get("tools"))
+                self.summaries += not tools
                 if self.mode == "slow":
                     await self._slow(reader, writer)
                     return
-                await self._instant(writer, bool(body.get("stream")))
+                await self._instant(writer, bool(body.get("stream")), tools, len(raw))
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -118,15 +136,32 @@ class FakeLlmServer:
         }
         return "x" * self.content_size, call
 
-    async def _instant(self, writer: asyncio.StreamWriter, stream: bool) -> None:
+    async def _stats(self, writer: asyncio.StreamWriter) -> None:
+        data = json.dumps(
+            {"requests": self.requests, "body_bytes": self.body_bytes, "summaries": self.summaries}
+        ).encode()
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
+        await writer.drain()
+
+    async def _instant(
+        self, writer: asyncio.StreamWriter, stream: bool, tools: bool, request_bytes: int
+    ) -> None:
         content, call = self._reply()
-        usage = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}
+        prompt = max(1, request_bytes // 4)
+        usage = {"prompt_tokens": prompt, "completion_tokens": 5, "total_tokens": prompt + 5}
+        finish = "tool_calls" if tools else "stop"
         if not stream:
-            message = {"role": "assistant", "content": content, "tool_calls": [call]}
+            message: dict[str, Any] = {"role": "assistant", "content": content}
+            if tools:
+                message["tool_calls"] = [call]
             payload = {
                 "id": "chatcmpl-bench",
                 "object": "chat.completion",
-                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                 "usage": usage,
             }
             data = json.dumps(payload).encode()
@@ -137,12 +172,11 @@ class FakeLlmServer:
             )
             await writer.drain()
             return
-        chunks: list[dict[str, Any]] = [
-            {"role": "assistant", "content": content},
-            {"tool_calls": [call]},
-        ]
+        chunks: list[dict[str, Any]] = [{"role": "assistant", "content": content}]
+        if tools:
+            chunks.append({"tool_calls": [call]})
         events = [_chunk(delta, None) for delta in chunks]
-        events.append(_chunk({}, "tool_calls", usage))
+        events.append(_chunk({}, finish, usage))
         body = b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in events) + b"data: [DONE]\n\n"
         writer.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
@@ -198,6 +232,17 @@ class FakeLlmProcess:
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def pid(self) -> int:
+        assert self._proc is not None
+        return self._proc.pid
+
+    def stats(self) -> dict[str, int]:
+        """What the server was sent so far (`GET /bench/stats`)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/bench/stats", timeout=10) as r:
+            value: dict[str, int] = json.loads(r.read())
+        return value
 
     def __enter__(self) -> FakeLlmProcess:
         self._proc = subprocess.Popen(

@@ -19,6 +19,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from activities.plugin import heartbeat_tuning
 from bench.bare_workflow import BareWorkflow
@@ -48,14 +49,17 @@ class Profile:
     scale_pairs: int
     scale_logic_pairs: int
     """Pairs for the report-only decomposition (in-process fakes); one keeps `full` < 10 min."""
+    scale_variants: bool
+    """Whether to measure the report-only worker variants (compiled bytecode, `workflows/`
+    passed through the sandbox): `full` only, each costs a worker process and a pair."""
     paused_runs: int
     replay_rounds: int
     replay_repeats: int
 
 
-QUICK = Profile("quick", 3, 10, (10, 100), (500, 5000), 1, 10.0, 5, 20, 10, 1, 1, 50, 100, 3)
+QUICK = Profile("quick", 3, 10, (10, 100), (500, 5000), 1, 10.0, 5, 10, 5, 1, 1, False, 50, 100, 3)
 FULL = Profile(
-    "full", 6, 25, (10, 100, 1000), (500, 5000), 2, 20.0, 15, 200, 10, 2, 1, 1000, 300, 5
+    "full", 6, 25, (10, 100, 1000), (500, 5000), 2, 20.0, 15, 200, 10, 3, 1, True, 1000, 300, 5
 )
 
 
@@ -88,10 +92,30 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
+PASSTHROUGH_MODULES = ("workflows",)
+"""With `passthrough`, the worker's sandbox takes these modules from the host instead of
+importing them again for every run: `workflows.agent` is the one the sandbox re-imports (and,
+under PYTHONDONTWRITEBYTECODE, compiles) per run, since the workflow's module is reloaded unless
+it is passed through; the others already are (`imports_passed_through`)."""
+
+
+def passthrough_runner() -> SandboxedWorkflowRunner:
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
+    )
+
+
 def worker(
-    client: Client, task_queue: str, activities: Sequence[Callable[..., Any]], **kw: Any
+    client: Client,
+    task_queue: str,
+    activities: Sequence[Callable[..., Any]],
+    *,
+    passthrough: bool = False,
+    **kw: Any,
 ) -> Worker:
     """AgentWorkflow and the bare workflow on one worker, so both pay the same worker costs."""
+    if passthrough:
+        kw["workflow_runner"] = passthrough_runner()
     return Worker(
         client,
         task_queue=task_queue,
@@ -131,6 +155,21 @@ def round_times(history: WorkflowHistory, activity_type: str) -> list[float]:
         and e.activity_task_scheduled_event_attributes.activity_type.name == activity_type
     ]
     return [b - a for a, b in itertools.pairwise(stamps)]
+
+
+CONCURRENCY = 50
+"""Client calls in flight at once (starts, queries, signals) when a figure makes many."""
+
+
+async def bounded(calls: Sequence[Awaitable[Any]], limit: int = CONCURRENCY) -> list[Any]:
+    """Await `calls` with at most `limit` in flight; the results in order."""
+    gate = asyncio.Semaphore(limit)
+
+    async def one(call: Awaitable[Any]) -> Any:
+        async with gate:
+            return await call
+
+    return await asyncio.gather(*(one(c) for c in calls))
 
 
 async def poll(

@@ -31,6 +31,9 @@ class Figure:
     target_kind: TargetKind = "none"
     target: float | None = None
     note: str = ""
+    spread: tuple[float, float] | None = None
+    """The lowest and highest ratio of the interleaved pairs the value is the mean of (the
+    run-to-run noise the ratio is to be read with)."""
 
     @property
     def ratio(self) -> float | None:
@@ -88,6 +91,21 @@ def _num(x: float | None) -> str:
     return f"{x:.3g}"
 
 
+def _ratio_text(f: Figure) -> str:
+    if f.ratio is None:
+        return "—"
+    if f.spread is None:
+        return f"{_num(f.ratio)}×"
+    low, high = f.spread
+    return f"{_num(f.ratio)}× ({_num(low)}–{_num(high)})"
+
+
+def pair_spread(values: list[float], floors: list[float]) -> tuple[float, float] | None:
+    """The range of value ÷ floor over interleaved pairs (None without two pairs)."""
+    ratios = [v / f for v, f in zip(values, floors, strict=True) if f]
+    return (min(ratios), max(ratios)) if len(ratios) >= 2 else None
+
+
 def table(figures: list[Figure]) -> str:
     header = ("figure", "value", "floor", "ratio", "target", "met?")
     rows = [header]
@@ -97,7 +115,7 @@ def table(figures: list[Figure]) -> str:
                 f.label,
                 f"{_num(f.value)} {f.unit}",
                 f"{_num(f.floor)} ({f.floor_label})" if f.floor is not None else "—",
-                f"{_num(f.ratio)}×" if f.ratio is not None else "—",
+                _ratio_text(f),
                 f.target_text,
                 f.verdict,
             )

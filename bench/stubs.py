@@ -10,6 +10,7 @@ records `time.monotonic()` when a tool step starts, so latencies are measured in
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -119,9 +120,10 @@ class FakeAgent:
         async def call_llm(request: LlmRequest) -> LlmResponse:
             if self.stop_after_first and request.round >= 1:
                 return LlmResponse(message=ChatMessage.assistant("done"))
-            call = ToolCall(
-                id=f"call_{request.round}", name=self.tool.name, arguments='{"path": "."}'
-            )
+            # Arguments of their own each round: the run's repeat limit (`max_repeats`) would
+            # answer a fourth identical call without running the tool.
+            arguments = json.dumps({"path": ".", "round": request.round})
+            call = ToolCall(id=f"call_{request.round}", name=self.tool.name, arguments=arguments)
             return LlmResponse(message=ChatMessage.assistant(filler, [call]))
 
         @activity.defn(name=names.ACTIVITY_SUMMARIZE)

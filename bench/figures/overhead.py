@@ -1,7 +1,8 @@
 """Figure 1, per-round overhead: AgentWorkflow with the real activities against an instant fake
-model and the `list_dir` tool, against the bare workflow (two no-op activities per round) on the
-same worker and server, interleaved. The in-process floor runs the same activity functions in a
-plain loop, without Temporal, to show what the activities themselves cost."""
+model and the `list_dir` tool, against the fair floor (the bare workflow making the agent's own
+model request and `list_dir` per round, `bench.floor`) on the same worker and server,
+interleaved. The in-process floor runs the same activity functions in a plain loop, without
+Temporal, to show what the activities themselves cost."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from typing import Any
 
 from temporalio.testing import ActivityEnvironment
 
-from bench.agent_activities import agent_activities
+from bench.agent_activities import agent_activities, model_client
 from bench.bare_workflow import ACTIVITY_STEP_A, BareInput, BareWorkflow
 from bench.fake_llm import FakeLlmServer
+from bench.figures.scale import REPEATS
+from bench.floor import FairFloor, save_record
 from bench.harness import Bench, median, new_id, new_queue, round_times, worker
 from bench.report import Figure
-from bench.stubs import Stamps, bare_activities
 from workflows import names
 from workflows.agent import AgentWorkflow
 from workflows.model import (
@@ -41,8 +43,11 @@ class LocalConversation:
         return list(self.messages)
 
 
-async def agent_round_times(b: Bench, task_queue: str, rounds: int) -> list[float]:
-    options = AgentRunOptions(max_rounds=rounds, tools=["list_dir"])
+async def agent_run(
+    b: Bench, task_queue: str, rounds: int
+) -> tuple[list[float], list[ChatMessage]]:
+    """Round times of one agent run, and its record."""
+    options = AgentRunOptions(max_rounds=rounds, tools=["list_dir"], max_repeats=REPEATS)
     handle = await b.client.start_workflow(
         AgentWorkflow.run,
         AgentRunInput(messages=[ChatMessage.user("list the workspace")], options=options),
@@ -52,7 +57,11 @@ async def agent_round_times(b: Bench, task_queue: str, rounds: int) -> list[floa
     result = await handle.result()
     if result.finish_reason != "max_rounds":
         raise RuntimeError(f"agent run ended {result.finish_reason}: {result.error}")
-    return round_times(await handle.fetch_history(), names.ACTIVITY_CALL_LLM)
+    return round_times(await handle.fetch_history(), names.ACTIVITY_CALL_LLM), result.messages
+
+
+async def agent_round_times(b: Bench, task_queue: str, rounds: int) -> list[float]:
+    return (await agent_run(b, task_queue, rounds))[0]
 
 
 async def bare_round_times(b: Bench, task_queue: str, rounds: int) -> list[float]:
@@ -104,14 +113,18 @@ async def measure(b: Bench) -> list[Figure]:
     task_queue = new_queue("overhead")
     agent: list[float] = []
     bare: list[float] = []
+    record = b.workdir / "overhead-record.json"
     with FakeLlmServer(mode="instant", content_size=200, tool="list_dir") as server:
         async with agent_activities(b.client, server.base_url, b.workdir / "overhead") as (
             acts,
             label,
-            _,
+            real,
         ):
-            async with worker(b.client, task_queue, [*acts, *bare_activities(Stamps())]):
-                await agent_round_times(b, task_queue, 2)  # warm-up: imports, sandbox, pools
+            floor = FairFloor(real, model_client(real), record)
+            async with worker(b.client, task_queue, [*acts, *floor.activities()]):
+                # Warm-up (imports, sandbox, pools), and the record the floor sends.
+                _, messages = await agent_run(b, task_queue, p.overhead_rounds)
+                save_record(record, messages)
                 await bare_round_times(b, task_queue, 2)
                 for i in range(p.overhead_pairs):
                     # A, B, A, B … with the order flipped every pair, so drift hits both.
@@ -131,8 +144,9 @@ async def measure(b: Bench) -> list[Figure]:
     agent_ms, bare_ms, local_ms = (1000 * median(x) for x in (agent, bare, in_process))
     note = (
         f"{p.overhead_pairs} interleaved pairs of {p.overhead_rounds}-round runs; {label}; "
-        "fake OpenAI server answering at once; tool list_dir; per-round = time between "
-        "successive call_llm schedulings (server clock)"
+        "fake OpenAI server answering at once; tool list_dir; the floor makes the same model "
+        "request and list_dir per round; per-round = time between successive call_llm "
+        "schedulings (server clock)"
     )
     return [
         Figure(
@@ -141,7 +155,7 @@ async def measure(b: Bench) -> list[Figure]:
             value=agent_ms,
             unit="ms",
             floor=bare_ms,
-            floor_label="bare wf",
+            floor_label="fair floor",
             target_kind="ratio_max",
             target=1.10,
             note=note,

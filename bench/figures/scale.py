@@ -1,205 +1,311 @@
-"""Figure 5, scale. (a) Throughput: N concurrent runs of R rounds, rounds per second, AgentWorkflow
-(real activities, instant fake model, `list_dir`) against the bare workflow, interleaved.
-(b) Many runs paused on approval on one worker, run as a subprocess so its RSS is its own:
-memory once all are paused, and the time to approve them all and see them finish, against the
-same number of bare runs paused on a signal (in a fresh worker process of their own)."""
+"""Figure 5, scale. Throughput: N concurrent runs of R rounds, in rounds per second, AgentWorkflow
+with the real activities (an instant fake model server in a process of its own, the real
+`list_dir`) against the fair floor: the bare workflow making, per round, the same streamed
+request with the agent's own bytes to the same server and the same `list_dir` (`bench.floor`).
+Both run on one worker process, whose CPU time is read from /proc; agent and floor batches are
+interleaved in pairs and the ratio is given with its spread over the pairs.
+
+Report-only variants, each on a worker process of its own against its own floor: the agent with
+compiled bytecode (what a machine without PYTHONDONTWRITEBYTECODE has), with `workflows/` passed
+through the workflow sandbox (the workflow's module is then not imported again per run), and the
+workflow alone (model and tool faked in-process). Then the paused runs (`paused`)."""
 
 from __future__ import annotations
 
 import asyncio
-import sys
+import os
+import statistics
 import time
+from collections import Counter
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
 
-from bench.agent_activities import agent_activities
-from bench.bare_workflow import SIGNAL_GO, BareInput, BareWorkflow
+from bench.bare_workflow import BareInput, BareWorkflow
 from bench.fake_llm import FakeLlmProcess
-from bench.harness import Bench, new_id, new_queue, worker
-from bench.report import Figure
-from bench.stubs import LIST_DIR, FakeAgent, Stamps, bare_activities
-from workflows import names
+from bench.figures.paused import paused_runs
+from bench.floor import save_record
+from bench.harness import Bench, bounded, history_bytes, new_id, new_queue
+from bench.procstat import cpu_seconds
+from bench.report import Figure, pair_spread
+from bench.worker_proc import worker_process
 from workflows.agent import AgentWorkflow
-from workflows.model import AgentRunInput, AgentRunOptions, AgentStatus, ChatMessage
+from workflows.model import AgentRunInput, AgentRunOptions, AgentRunResult, ChatMessage
 
-CONCURRENCY = 50
-"""Client calls in flight at once (starts, queries, signals)."""
-
-
-async def bounded(calls: list[Any], limit: int = CONCURRENCY) -> list[Any]:
-    gate = asyncio.Semaphore(limit)
-
-    async def one(call: Any) -> Any:
-        async with gate:
-            return await call
-
-    return await asyncio.gather(*(one(c) for c in calls))
+VARIANT_PAIRS = 1
+"""Pairs for each report-only variant (one keeps `full` within its time)."""
 
 
-async def start(b: Bench, kind: str, task_queue: str, rounds: int, paused: bool) -> Any:
+@dataclass
+class Batch:
+    """One batch of N concurrent runs on one worker process."""
+
+    kind: str
+    rounds_per_second: float
+    worker_cpu_ms_per_round: float
+    model_requests: int
+    request_bytes: float
+    """Mean bytes of one model request's body, as the fake server received them."""
+    events_per_run: int
+    history_bytes_per_run: int
+    activities_per_run: dict[str, int]
+
+
+REPEATS = 1_000
+"""`max_repeats` of the agent's runs: the fake model asks for the same `list_dir` every round, and
+the default limit (3) would answer the fourth without running it, where the floor runs it."""
+
+
+def agent_input(rounds: int) -> AgentRunInput:
+    return AgentRunInput(
+        messages=[ChatMessage.user("go")],
+        options=AgentRunOptions(max_rounds=rounds, tools=["list_dir"], max_repeats=REPEATS),
+    )
+
+
+async def start(b: Bench, kind: str, task_queue: str, rounds: int) -> WorkflowHandle[Any, Any]:
     if kind == "agent":
-        options = AgentRunOptions(max_rounds=rounds, tools=None if paused else ["list_dir"])
         return await b.client.start_workflow(
             AgentWorkflow.run,
-            AgentRunInput(messages=[ChatMessage.user("go")], options=options),
+            agent_input(rounds),
             id=new_id("bench-scale-agent"),
             task_queue=task_queue,
         )
     return await b.client.start_workflow(
         BareWorkflow.run,
-        BareInput(rounds=rounds, pause_for_signal=paused),
+        BareInput(rounds=rounds),
         id=new_id("bench-scale-bare"),
         task_queue=task_queue,
     )
 
 
-async def throughput(b: Bench, kind: str, task_queue: str) -> float:
+async def finished(kind: str, handle: WorkflowHandle[Any, Any]) -> None:
+    result = await handle.result()
+    if kind == "agent":
+        assert isinstance(result, AgentRunResult)
+        if result.finish_reason != "max_rounds":
+            raise RuntimeError(f"agent run ended {result.finish_reason}: {result.error}")
+
+
+async def shape(handle: WorkflowHandle[Any, Any]) -> tuple[int, int, dict[str, int]]:
+    """Events, history bytes and activities (by type) of one run."""
+    history = await handle.fetch_history()
+    kinds = Counter(
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    )
+    return len(history.events), history_bytes(history.events), dict(sorted(kinds.items()))
+
+
+async def batch(
+    b: Bench, kind: str, task_queue: str, worker_pid: int, server: FakeLlmProcess | None
+) -> Batch:
     p = b.profile
+    before = server.stats() if server is not None else None
+    cpu = cpu_seconds(worker_pid)
     began = time.monotonic()
-    handles = await bounded(
-        [start(b, kind, task_queue, p.scale_rounds, False) for _ in range(p.scale_runs)]
+    starts = [start(b, kind, task_queue, p.scale_rounds) for _ in range(p.scale_runs)]
+    handles = await bounded(starts)
+    await asyncio.gather(*(finished(kind, h) for h in handles))
+    elapsed = time.monotonic() - began
+    rounds = p.scale_runs * p.scale_rounds
+    cpu = cpu_seconds(worker_pid) - cpu
+    requests, body = 0, 0
+    if server is not None and before is not None:
+        after = server.stats()
+        requests = after["requests"] - before["requests"]
+        body = after["body_bytes"] - before["body_bytes"]
+    events, size, activities = await shape(handles[0])
+    return Batch(
+        kind=kind,
+        rounds_per_second=rounds / elapsed,
+        worker_cpu_ms_per_round=1000 * cpu / rounds,
+        model_requests=requests,
+        request_bytes=body / requests if requests else 0.0,
+        events_per_run=events,
+        history_bytes_per_run=size,
+        activities_per_run=activities,
     )
-    await asyncio.gather(*(h.result() for h in handles))
-    return p.scale_runs * p.scale_rounds / (time.monotonic() - began)
 
 
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    return 0
+async def pairs(
+    b: Bench, task_queue: str, worker_pid: int, server: FakeLlmProcess | None, count: int
+) -> list[tuple[Batch, Batch]]:
+    """`count` interleaved (agent, floor) pairs, the order flipped every pair."""
+    out: list[tuple[Batch, Batch]] = []
+    for i in range(count):
+        order = ("agent", "bare") if i % 2 == 0 else ("bare", "agent")
+        done = {kind: await batch(b, kind, task_queue, worker_pid, server) for kind in order}
+        out.append((done["agent"], done["bare"]))
+    return out
 
 
-async def is_paused(kind: str, handle: WorkflowHandle[Any, Any]) -> bool:
-    if kind == "agent":
-        status: AgentStatus = await handle.query(names.QUERY_STATUS, result_type=AgentStatus)
-        return status.phase == "awaiting_approval"
-    paused: bool = await handle.query(BareWorkflow.paused)
-    return paused
+async def reference_run(b: Bench, task_queue: str, record: Path) -> None:
+    """One agent run of R rounds (it also warms the worker up); its record is what the floor
+    sends, round by round."""
+    handle = await start(b, "agent", task_queue, b.profile.scale_rounds)
+    result: AgentRunResult = await handle.result()
+    save_record(record, result.messages)
+    await finished("bare", await start(b, "bare", task_queue, b.profile.scale_rounds))
 
 
-async def approve(kind: str, handle: WorkflowHandle[Any, Any]) -> None:
-    if kind == "agent":
-        await handle.signal(names.SIGNAL_TOOL_APPROVAL, {"call_id": "call_0", "approved": True})
-    else:
-        await handle.signal(SIGNAL_GO)
+def variant_env(name: str, workdir: Path) -> dict[str, str] | None:
+    env = dict(os.environ)
+    if name == "pyc":
+        # Bytecode written once to a cache of the bench's own, and read by every run's import.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
+    return env
 
 
-async def paused_runs(b: Bench, kind: str) -> dict[str, float]:
-    """Start a worker process, park N runs on it, measure RSS, approve all, time to finish."""
-    task_queue = new_queue(f"paused-{kind}")
-    proc = await asyncio.create_subprocess_exec(
-        *[
-            sys.executable,
-            "-m",
-            "bench.worker_proc",
-            "--address",
-            b.target_host,
-            "--task-queue",
-            task_queue,
-            "--kind",
-            kind,
-        ],
-        stdout=asyncio.subprocess.PIPE,
+async def fair_pairs(
+    b: Bench, server: FakeLlmProcess, variant: str, count: int
+) -> list[tuple[Batch, Batch]]:
+    """`count` pairs on a fresh worker process of the `variant` (plain, pyc, passthrough)."""
+    workdir = b.workdir / f"scale-{variant}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    record = workdir / "floor-record.json"
+    task_queue = new_queue(f"scale-{variant}")
+    extra = [
+        *["--llm-url", server.base_url, "--workdir", str(workdir)],
+        *["--floor-record", str(record)],
+        *(["--passthrough"] if variant == "passthrough" else []),
+    ]
+    env = variant_env(variant, workdir)
+    async with worker_process(b.target_host, task_queue, "fair", *extra, env=env) as proc:
+        await reference_run(b, task_queue, record)
+        return await pairs(b, task_queue, proc.pid, server, count)
+
+
+async def logic_pairs(b: Bench, count: int) -> list[tuple[Batch, Batch]]:
+    task_queue = new_queue("scale-logic")
+    async with worker_process(b.target_host, task_queue, "logic") as proc:
+        await finished("agent", await start(b, "agent", task_queue, b.profile.scale_rounds))
+        return await pairs(b, task_queue, proc.pid, None, count)
+
+
+def mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
+
+
+def throughput_figure(
+    key: str, label: str, done: list[tuple[Batch, Batch]], floor_label: str, **kw: Any
+) -> Figure:
+    agent = [a.rounds_per_second for a, _ in done]
+    floor = [f.rounds_per_second for _, f in done]
+    return Figure(
+        key=key,
+        label=label,
+        value=mean(agent),
+        unit="rounds/s",
+        floor=mean(floor),
+        floor_label=floor_label,
+        spread=pair_spread(agent, floor),
+        **kw,
     )
-    try:
-        assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
-        if line.strip() != "ready":
-            raise RuntimeError(f"worker process did not start: {line!r}")
-        idle = rss_kib(proc.pid)
-        n = b.profile.paused_runs
-        handles = await bounded([start(b, kind, task_queue, 1, True) for _ in range(n)])
-        waiting = list(handles)
-        deadline = time.monotonic() + 300
-        while waiting and time.monotonic() < deadline:
-            flags = await bounded([is_paused(kind, h) for h in waiting])
-            waiting = [h for h, ok in zip(waiting, flags, strict=True) if not ok]
-            if waiting:
-                await asyncio.sleep(0.2)
-        if waiting:
-            raise RuntimeError(f"{len(waiting)} runs never paused")
-        await asyncio.sleep(1.0)  # let the worker settle before reading its memory
-        parked = rss_kib(proc.pid)
-        began = time.monotonic()
-        await bounded([approve(kind, h) for h in handles])
-        await asyncio.gather(*(h.result() for h in handles))
-        finish = time.monotonic() - began
-        return {"idle_rss_kib": idle, "paused_rss_kib": parked, "approve_all_seconds": finish}
-    finally:
-        proc.terminate()
-        await asyncio.wait_for(proc.wait(), 30)
+
+
+def cost_note(done: list[tuple[Batch, Batch]]) -> str:
+    a, f = done[0]
+    cpu_a = mean([x.worker_cpu_ms_per_round for x, _ in done])
+    cpu_f = mean([y.worker_cpu_ms_per_round for _, y in done])
+    return (
+        f"worker CPU {cpu_a:.1f} ms/round vs floor {cpu_f:.1f}; a run writes {a.events_per_run}"
+        f" history events vs {f.events_per_run} ({a.history_bytes_per_run:,} B vs"
+        f" {f.history_bytes_per_run:,} B); activities {a.activities_per_run} vs"
+        f" {f.activities_per_run}"
+    )
+
+
+def variant_figures(runs: dict[str, list[tuple[Batch, Batch]]], small: str) -> list[Figure]:
+    """The report-only worker variants, when they were measured."""
+    if "pyc" not in runs:
+        return []
+    return [
+        throughput_figure(
+            "scale.throughput_pyc",
+            f"5. same, compiled bytecode{small}",
+            runs["pyc"],
+            "fair floor",
+            note=(
+                "the worker without PYTHONDONTWRITEBYTECODE (bytecode cached in the bench's own"
+                " PYTHONPYCACHEPREFIX): the modules the sandbox imports again for every run"
+                " (the agent's workflows/agent.py, __init__, activity_calls, bounds and names;"
+                f" the floor's bench/bare_workflow.py) are not compiled again; report only;"
+                f" {cost_note(runs['pyc'])}"
+            ),
+        ),
+        throughput_figure(
+            "scale.throughput_passthrough",
+            f"5. same, workflows/ passed through the sandbox{small}",
+            runs["passthrough"],
+            "fair floor",
+            note=(
+                "SandboxRestrictions.default.with_passthrough_modules('workflows'): none of"
+                " workflows/ is imported again per run (the workflow's module and the three"
+                " that agent.py imports as `from workflows import …` were); report only;"
+                f" {cost_note(runs['passthrough'])}"
+            ),
+        ),
+    ]
 
 
 async def measure(b: Bench) -> list[Figure]:
     p = b.profile
-    task_queue = new_queue("scale")
-    agent: list[float] = []
-    bare: list[float] = []
+    runs: dict[str, list[tuple[Batch, Batch]]] = {}
     with FakeLlmProcess(mode="instant", content_size=200) as server:
-        async with agent_activities(b.client, server.base_url, b.workdir / "scale") as (
-            acts,
-            label,
-            _,
-        ):
-            async with worker(b.client, task_queue, [*acts, *bare_activities(Stamps())]):
-                for i in range(p.scale_pairs):
-                    order = ("agent", "bare") if i % 2 == 0 else ("bare", "agent")
-                    for kind in order:
-                        rate = await throughput(b, kind, task_queue)
-                        (agent if kind == "agent" else bare).append(rate)
-    # The same, with the model and the tool replaced by in-process fakes under the real activity
-    # names: the workflow's own cost, without the `messages` query and the HTTP call per round.
-    logic: list[float] = []
-    logic_bare: list[float] = []
-    logic_queue = new_queue("scale-logic")
-    fakes = FakeAgent(content_size=200, tool=LIST_DIR).activities()
-    async with worker(b.client, logic_queue, [*fakes, *bare_activities(Stamps())]):
-        for i in range(p.scale_logic_pairs):
-            order = ("agent", "bare") if i % 2 == 0 else ("bare", "agent")
-            for kind in order:
-                rate = await throughput(b, kind, logic_queue)
-                (logic if kind == "agent" else logic_bare).append(rate)
+        runs["fair"] = await fair_pairs(b, server, "plain", p.scale_pairs)
+        if p.scale_variants:
+            runs["pyc"] = await fair_pairs(b, server, "pyc", VARIANT_PAIRS)
+            runs["passthrough"] = await fair_pairs(b, server, "passthrough", VARIANT_PAIRS)
+    runs["logic"] = await logic_pairs(b, p.scale_logic_pairs)
     parked_agent = await paused_runs(b, "agent")
     parked_bare = await paused_runs(b, "bare")
     b.details["scale"] = {
-        "activities": label,
-        "agent_rounds_per_second": agent,
-        "bare_rounds_per_second": bare,
-        "agent_logic_rounds_per_second": logic,
-        "bare_logic_rounds_per_second": logic_bare,
+        "activities": "real activities.AgentActivities in a worker process of their own",
+        "pairs": {k: [[asdict(a), asdict(f)] for a, f in v] for k, v in runs.items()},
         "paused_agent": parked_agent,
         "paused_bare": parked_bare,
     }
+    fair = runs["fair"]
+    a0, f0 = fair[0]
+    bytes_note = (
+        f"model request {a0.request_bytes:,.0f} B mean vs floor {f0.request_bytes:,.0f} B"
+        f" ({a0.model_requests} vs {f0.model_requests} requests)"
+    )
     n = p.paused_runs
     per_run = (parked_agent["paused_rss_kib"] - parked_agent["idle_rss_kib"]) / n
     per_run_bare = (parked_bare["paused_rss_kib"] - parked_bare["idle_rss_kib"]) / n
     small = "" if p.name == "full" else " (quick: reduced counts)"
+    load = f"{p.scale_runs} concurrent runs × {p.scale_rounds} rounds"
     return [
-        Figure(
-            key="scale.throughput",
-            label=f"5. {p.scale_runs} concurrent runs × {p.scale_rounds} rounds{small}",
-            value=sum(agent) / len(agent),
-            unit="rounds/s",
-            floor=sum(bare) / len(bare),
-            floor_label="bare wf",
+        throughput_figure(
+            "scale.throughput",
+            f"5. {load}{small}",
+            fair,
+            "fair floor",
             target_kind="ratio_min",
             target=0.9,
-            note=f"{p.scale_pairs} interleaved pair(s); {label}; fake model answering at once",
-        ),
-        Figure(
-            key="scale.throughput_logic",
-            label=f"5. same, model and tool faked in-process{small}",
-            value=sum(logic) / len(logic),
-            unit="rounds/s",
-            floor=sum(logic_bare) / len(logic_bare),
-            floor_label="bare wf",
             note=(
-                "AgentWorkflow with in-process fakes of call_llm/execute_tool: the workflow's own"
-                " cost; the gap to the row above is the per-round `messages` query and HTTP call;"
-                " report only"
+                f"{len(fair)} interleaved pair(s) on one worker process; real activities, fake"
+                f" model answering at once; the floor makes the same streamed request and"
+                f" list_dir per round; {bytes_note}; {cost_note(fair)}"
+            ),
+        ),
+        *variant_figures(runs, small),
+        throughput_figure(
+            "scale.throughput_logic",
+            f"5. same, model and tool faked in-process{small}",
+            runs["logic"],
+            "bare wf",
+            note=(
+                "AgentWorkflow with in-process fakes of its activities against the bare"
+                " workflow's no-op steps: the workflow's own cost; report only;"
+                f" {cost_note(runs['logic'])}"
             ),
         ),
         Figure(

@@ -1,6 +1,8 @@
 """CI guard for the benchmark: `python -m bench --quick` must keep running and report
-every figure with numbers. Targets are deliberately not asserted: timings on shared CI machines
-are not a pass/fail signal, the table is."""
+every figure with numbers, and its throughput floor must stay fair (the same model requests, of
+the same bytes, as the agent's). Targets are deliberately not asserted: timings on shared CI
+machines are not a pass/fail signal, the table is. (The worker variants of figure 5, compiled
+bytecode and `workflows/` passed through the sandbox, are measured by the full profile only.)"""
 
 from __future__ import annotations
 
@@ -25,12 +27,19 @@ FIGURES = [
     "history.bytes_per_round.100x5000",
     "history.largest_generation.5000",
     "history.rounds_completed.5000",
+    "sessions.bytes_per_round.500",
+    "sessions.rounds_completed.5000",
+    "sessions.bytes_per_round.5000",
+    "sessions.big_conversation",
+    "compaction.round_time",
+    "compaction.activities",
     "cancel.immediate",
     "approval.signal_to_tool",
     "scale.throughput",
     "scale.throughput_logic",
     "scale.paused_rss",
     "scale.approve_all",
+    "processes.throughput",
     "replay.seconds",
     "sandbox.per_command",
     "encryption.per_round",
@@ -63,3 +72,12 @@ def test_bench_quick_reports_every_figure(tmp_path: Path) -> None:
         for field in ("value", "floor", "ratio"):
             assert isinstance(figure[field], int | float), (key, field, figure)
             assert math.isfinite(figure[field]), (key, field, figure)
+    # The fair floor: per round the same model request as the agent's, of the same bytes (the
+    # fake model server's call ids differ in length only), and the same tool.
+    for agent, floor in report["details"]["scale"]["pairs"]["fair"]:
+        assert agent["model_requests"] == floor["model_requests"] > 0, (agent, floor)
+        assert abs(agent["request_bytes"] - floor["request_bytes"]) <= 0.02 * floor["request_bytes"]
+        assert (
+            agent["activities_per_run"]["execute_tool"]
+            == floor["activities_per_run"]["bench_step_b"]
+        ), (agent, floor)

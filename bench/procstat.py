@@ -1,0 +1,27 @@
+"""What the kernel says about a process: its memory (RSS) and the CPU time it used, so a figure
+can charge a worker process its own cost (Linux `/proc`)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of `pid` so far (its threads included, not its children)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def total_cpu_seconds(pids: list[int]) -> float:
+    return sum(cpu_seconds(pid) for pid in pids)
