@@ -9,6 +9,7 @@ text and the tool's output, i.e. 2 × size) + 3 KB per round.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from bench.harness import Bench, generations, history_bytes, new_id, new_queue, worker
@@ -26,6 +27,7 @@ def budget_per_round(size: int) -> float:
 
 
 async def one_run(b: Bench, task_queue: str, rounds: int, size: int) -> dict[str, Any]:
+    started = time.monotonic()
     handle = await b.client.start_workflow(
         AgentWorkflow.run,
         AgentRunInput(
@@ -36,6 +38,7 @@ async def one_run(b: Bench, task_queue: str, rounds: int, size: int) -> dict[str
         task_queue=task_queue,
     )
     result = await handle.result()
+    seconds = time.monotonic() - started
     assert handle.first_execution_run_id is not None
     gens = await generations(b.client, handle.id, handle.first_execution_run_id)
     sizes = [history_bytes(g.events) for g in gens]
@@ -49,6 +52,7 @@ async def one_run(b: Bench, task_queue: str, rounds: int, size: int) -> dict[str
         "events": sum(len(g.events) for g in gens),
         "bytes": sum(sizes),
         "generation_bytes": sizes,
+        "seconds": round(seconds, 1),
     }
 
 
@@ -80,7 +84,8 @@ async def measure(b: Bench) -> list[Figure]:
                         target=1.0,
                         note=(
                             f"{run['events']} events ({run['events'] / done:.1f}/round), "
-                            f"{run['bytes']:,} B in {run['generations']} generation(s); {ended}"
+                            f"{run['bytes']:,} B in {run['generations']} generation(s);"
+                            f" {1000 * run['seconds'] / done:.0f} ms/round; {ended}"
                         ),
                     )
                 )
