@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import FULL, QUICK, Bench, start_server
+from bench.procstat import children
 from bench.report import Figure, machine_info, table, write_json
 from runtime.process import exit_now
 
@@ -88,6 +89,7 @@ async def run(args: argparse.Namespace) -> int:
             target_host=env.client.service_client.config.target_host,
             profile=profile,
             workdir=Path(tmp),
+            server_pids=children("temporal"),
         )
         try:
             for name, measure in selected.items():

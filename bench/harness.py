@@ -72,6 +72,8 @@ class Bench:
     profile: Profile
     workdir: Path
     details: dict[str, Any] = field(default_factory=dict)
+    server_pids: list[int] = field(default_factory=list)
+    """The dev server's processes (their CPU time is a figure's too, on a machine this small)."""
 
 
 async def start_server() -> WorkflowEnvironment:

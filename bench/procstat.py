@@ -25,3 +25,21 @@ def cpu_seconds(pid: int) -> float:
 
 def total_cpu_seconds(pids: list[int]) -> float:
     return sum(cpu_seconds(pid) for pid in pids)
+
+
+def children(name: str, parent: int | None = None) -> list[int]:
+    """Pids of the processes `parent` (default: this one) started whose command is `name`."""
+    parent = os.getpid() if parent is None else parent
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
+        if ppid == parent and comm == name:
+            found.append(int(entry.name))
+    return found

@@ -21,7 +21,7 @@ from pathlib import Path
 from bench.fake_llm import FakeLlmProcess
 from bench.figures.scale import agent_input, finished
 from bench.harness import Bench, bounded, new_id, new_queue
-from bench.procstat import total_cpu_seconds
+from bench.procstat import cpu_seconds, total_cpu_seconds
 from bench.report import Figure, pair_spread
 from workflows.agent import AgentWorkflow
 
@@ -46,6 +46,9 @@ class Batch:
     processes: int
     rounds_per_second: float
     worker_cpu_ms_per_round: float
+    cpu_share: list[float]
+    """Each worker process's part of the workers' CPU time (both work when it is near 0.5)."""
+    server_cpu_ms_per_round: float
     load_average: float
 
 
@@ -140,15 +143,19 @@ async def runs(b: Bench, g: Group, count: int, rounds: int) -> None:
 
 async def batch(b: Bench, g: Group) -> Batch:
     p = b.profile
-    cpu = total_cpu_seconds(g.pids)
+    cpu = [cpu_seconds(pid) for pid in g.pids]
+    server = total_cpu_seconds(b.server_pids)
     began = time.monotonic()
     await runs(b, g, p.scale_runs, p.scale_rounds)
     elapsed = time.monotonic() - began
     rounds = p.scale_runs * p.scale_rounds
+    used = [cpu_seconds(pid) - before for pid, before in zip(g.pids, cpu, strict=True)]
     return Batch(
         processes=g.processes,
         rounds_per_second=rounds / elapsed,
-        worker_cpu_ms_per_round=1000 * (total_cpu_seconds(g.pids) - cpu) / rounds,
+        worker_cpu_ms_per_round=1000 * sum(used) / rounds,
+        cpu_share=[round(u / sum(used), 2) for u in used] if sum(used) else [],
+        server_cpu_ms_per_round=1000 * (total_cpu_seconds(b.server_pids) - server) / rounds,
         load_average=os.getloadavg()[0],
     )
 
@@ -170,6 +177,8 @@ async def measure(b: Bench) -> list[Figure]:
     one_rates = [f.rounds_per_second for _, f in done]
     cpu_two = statistics.fmean(a.worker_cpu_ms_per_round for a, _ in done)
     cpu_one = statistics.fmean(f.worker_cpu_ms_per_round for _, f in done)
+    shares = [a.cpu_share for a, _ in done]
+    server = statistics.fmean(x.server_cpu_ms_per_round for pair in done for x in pair)
     load = statistics.fmean(x.load_average for pair in done for x in pair)
     small = "" if p.name == "full" else " (quick: reduced counts)"
     return [
@@ -186,7 +195,8 @@ async def measure(b: Bench) -> list[Figure]:
             note=(
                 f"python worker.py --processes 2 vs --processes 1, {count} interleaved pair(s);"
                 f" real activities, fake model answering at once; workers' CPU"
-                f" {cpu_two:.1f} ms/round (2 processes) vs {cpu_one:.1f} (1); {os.cpu_count()}"
+                f" {cpu_two:.1f} ms/round (2 processes, shares {shares}) vs {cpu_one:.1f} (1),"
+                f" the Temporal server's {server:.1f}; {os.cpu_count()}"
                 f" cores, load average {load:.1f} during the batches (the dev server, the fake"
                 " model server and the bench's client share the cores)"
             ),

@@ -29,7 +29,7 @@ from bench.fake_llm import FakeLlmProcess
 from bench.figures.paused import paused_runs
 from bench.floor import save_record
 from bench.harness import Bench, bounded, history_bytes, new_id, new_queue
-from bench.procstat import cpu_seconds
+from bench.procstat import cpu_seconds, total_cpu_seconds
 from bench.report import Figure, pair_spread
 from bench.worker_proc import worker_process
 from workflows.agent import AgentWorkflow
@@ -46,6 +46,8 @@ class Batch:
     kind: str
     rounds_per_second: float
     worker_cpu_ms_per_round: float
+    server_cpu_ms_per_round: float
+    """The Temporal dev server's CPU per round (on 2 cores it competes with the worker)."""
     model_requests: int
     request_bytes: float
     """Mean bytes of one model request's body, as the fake server received them."""
@@ -107,6 +109,7 @@ async def batch(
     p = b.profile
     before = server.stats() if server is not None else None
     cpu = cpu_seconds(worker_pid)
+    server_cpu = total_cpu_seconds(b.server_pids)
     began = time.monotonic()
     starts = [start(b, kind, task_queue, p.scale_rounds) for _ in range(p.scale_runs)]
     handles = await bounded(starts)
@@ -114,6 +117,7 @@ async def batch(
     elapsed = time.monotonic() - began
     rounds = p.scale_runs * p.scale_rounds
     cpu = cpu_seconds(worker_pid) - cpu
+    server_cpu = total_cpu_seconds(b.server_pids) - server_cpu
     requests, body = 0, 0
     if server is not None and before is not None:
         after = server.stats()
@@ -124,6 +128,7 @@ async def batch(
         kind=kind,
         rounds_per_second=rounds / elapsed,
         worker_cpu_ms_per_round=1000 * cpu / rounds,
+        server_cpu_ms_per_round=1000 * server_cpu / rounds,
         model_requests=requests,
         request_bytes=body / requests if requests else 0.0,
         events_per_run=events,
@@ -213,8 +218,11 @@ def cost_note(done: list[tuple[Batch, Batch]]) -> str:
     a, f = done[0]
     cpu_a = mean([x.worker_cpu_ms_per_round for x, _ in done])
     cpu_f = mean([y.worker_cpu_ms_per_round for _, y in done])
+    server_a = mean([x.server_cpu_ms_per_round for x, _ in done])
+    server_f = mean([y.server_cpu_ms_per_round for _, y in done])
     return (
-        f"worker CPU {cpu_a:.1f} ms/round vs floor {cpu_f:.1f}; a run writes {a.events_per_run}"
+        f"worker CPU {cpu_a:.1f} ms/round vs floor {cpu_f:.1f}, Temporal server CPU"
+        f" {server_a:.1f} vs {server_f:.1f}; a run writes {a.events_per_run}"
         f" history events vs {f.events_per_run} ({a.history_bytes_per_run:,} B vs"
         f" {f.history_bytes_per_run:,} B); activities {a.activities_per_run} vs"
         f" {f.activities_per_run}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -176,3 +177,26 @@ def test_a_setting_the_copies_cannot_use_is_said_once(tmp_path: Path) -> None:
     assert len(lines) == 1, lines
     assert "AGENT_PAYLOAD_STORE" in lines[0], lines
     assert "worker processes ready" not in done.stdout
+
+
+@pytest.mark.timeout(180)
+async def test_when_one_copy_dies_the_other_is_stopped_and_its_code_returned(
+    env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    (tmp_path / "ws").mkdir()
+    loop = ManagedProcess(
+        "worker-processes",
+        [sys.executable, "worker.py", "--processes", "2"],
+        env=processes_env(env, task_queue, tmp_path),
+        log_dir=tmp_path / "logs",
+    )
+    try:
+        started = await loop.wait_for_line("worker processes ready: 2", timeout=120)
+        first, second = (int(p) for p in started.split("(pids ")[1].rstrip(")").split())
+        os.kill(first, signal.SIGKILL)  # a crash: no graceful stop
+        loop.proc.wait(timeout=60)
+        assert loop.proc.returncode == 128 + signal.SIGKILL, loop.stderr_tail()
+        assert not alive(second)
+        assert "worker stopped" in loop.output(), loop.output()  # the other stopped gracefully
+    finally:
+        loop.stop()
