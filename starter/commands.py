@@ -24,6 +24,7 @@ from starter.answers import AnswerNotDelivered, submit_answer
 from starter.errors import EXIT_OK, EXIT_RUN_NOT_OK, CliError, not_found, refusal
 from starter.follow import (
     Followed,
+    chain_run_id,
     cli_name,
     default_approver,
     fetch_events,
@@ -45,6 +46,7 @@ from starter.render import (
     visible,
 )
 from workflows import names
+from workflows.arguments import arguments_digest
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
@@ -178,8 +180,20 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
     action = "approve" if approved else "reject"
     handle = await running_handle(ctx, args.workflow_id, f"{action} {args.call_id}")
     arguments = getattr(args, "arguments", None)
+    # The answer is for the call as it is now, shown below: if another run takes the id or the
+    # call changes before the answer lands, the workflow refuses it.
+    status: AgentStatus = await with_worker(ctx, fetch_status(handle))
+    shown = next((c for c in status.pending_approvals if c.id == args.call_id), None)
+    bound: dict[str, Any] = {}
+    if shown is not None:
+        bound = {
+            "run_id": await chain_run_id(handle, status),
+            "arguments_sha256": arguments_digest(shown.arguments),
+        }
+        ctx.out.line(f"{action} {call_text(shown)}")
     try:
         response = ToolApprovalResponse(
+            **bound,
             call_id=args.call_id,
             approved=approved,
             reason=None if approved else args.reason,

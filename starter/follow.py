@@ -14,6 +14,7 @@ import contextlib
 import getpass
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from temporalio.client import (
     Client,
@@ -30,6 +31,7 @@ from starter.errors import refusal
 from starter.output import Output
 from starter.render import call_text, visible
 from workflows import names
+from workflows.arguments import arguments_digest
 from workflows.model import (
     AgentEvent,
     AgentStatus,
@@ -48,6 +50,34 @@ IDLE_CHECK_EVERY = 6
 
 AwaitingHandler = Callable[[WorkflowHandle[object, object], list[ToolCall]], Awaitable[None]]
 WaitingHandler = Callable[[WorkflowHandle[object, object]], Awaitable[bool]]
+
+
+class ShownCalls(list[ToolCall]):
+    """The calls a person is asked about, and the run they belong to (the first run id of its
+    chain): an answer carries both, so it is refused if the run or the call changed since."""
+
+    def __init__(self, calls: list[ToolCall], run_id: str | None) -> None:
+        super().__init__(calls)
+        self.run_id = run_id
+
+
+async def chain_run_id(handle: WorkflowHandle[object, object], status: AgentStatus) -> str | None:
+    """The first run id of the run chain whose `status` this is: the status says it; a worker
+    that does not yet, the run's description."""
+    if status.run_id:
+        return status.run_id
+    try:
+        description = await handle.describe()
+    except RPCError:
+        return None
+    return description.raw_description.workflow_execution_info.first_run_id or None
+
+
+def answer_for(call: ToolCall, run_id: str | None, **answer: Any) -> ToolApprovalResponse:
+    """An answer to `call` as it was shown: its run and the digest of its arguments."""
+    return ToolApprovalResponse(
+        call_id=call.id, run_id=run_id, arguments_sha256=arguments_digest(call.arguments), **answer
+    )
 
 
 @dataclass
@@ -102,7 +132,8 @@ class _Prompts:
         calls = [c for c in status.pending_approvals if c.id not in self._asked]
         self._asked.update(c.id for c in calls)
         if calls and self._on_awaiting is not None:
-            await self._on_awaiting(self._handle, calls)
+            shown = ShownCalls(calls, await chain_run_id(self._handle, status))
+            await self._on_awaiting(self._handle, shown)
             return True
         if calls:
             print_answer_hint(self._out, self._handle.id, calls)
@@ -322,8 +353,9 @@ def interactive_approvals(out: Output, approver: str | None = None) -> AwaitingH
             approved = choice in {"y", "yes", "a", "always"}
             if not approved:
                 reason = (await _ask("reason (empty: User denied): ") or "").strip() or None
-            response = ToolApprovalResponse(
-                call_id=call.id,
+            response = answer_for(
+                call,
+                getattr(calls, "run_id", None),
                 approved=approved,
                 reason=reason,
                 approver=who,

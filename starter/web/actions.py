@@ -15,7 +15,15 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from runtime.codec import find_decryption_error
 from workflows import names
-from workflows.model import AgentRunInput, CancelRequest, ChatMessage, ToolCall, UserMessageInput
+from workflows.model import (
+    AgentRunInput,
+    AgentRunOptions,
+    CancelRequest,
+    ChatMessage,
+    ToolCall,
+    UserMessageInput,
+    describe_validation,
+)
 
 WORKER_WAIT_SECONDS = 30.0
 
@@ -45,17 +53,53 @@ def _failure(err: Exception, workflow_id: str) -> Answer:
     raise err
 
 
+START_FIELDS = {"prompt", "system", "options"}
+NOT_FROM_THE_WEB = ("messages", "state", "continued", "tool_approval_responses")
+"""What a start from the web never carries: a conversation other than the prompt, a state or
+hand-over only the workflow itself writes, or answers given before anyone saw the calls."""
+OPTION_FIELDS = set(AgentRunOptions.model_fields) - {"tool_approval_responses"}
+
+
+def start_input(body: Any) -> AgentRunInput | str:
+    """The run a start request asks for, or why it cannot start: `{"prompt": "…", "system"?:
+    "…", "options"?: {…}}`, where options are the run options that carry no answers."""
+    if not isinstance(body, dict):
+        return 'the body must be a JSON object: {"prompt": "…", "system"?: "…", "options"?: {…}}'
+    options = body.get("options")
+    for name in NOT_FROM_THE_WEB:
+        inside = isinstance(options, dict) and name in options
+        if name in body or inside:
+            where = f"'options.{name}'" if inside else f"'{name}'"
+            return (
+                f"{where} cannot be given here: a run started from the web begins with its"
+                " prompt (and system prompt), and every call in it is decided by the rules or a"
+                " person"
+            )
+    unknown = sorted(set(body) - START_FIELDS)
+    if unknown:
+        return f"unknown field '{unknown[0]}' (a start takes prompt, system and options)"
+    prompt, system = body.get("prompt"), body.get("system")
+    if not isinstance(prompt, str) or not prompt.strip():
+        return "'prompt' must be a non-empty string"
+    if system is not None and not isinstance(system, str):
+        return "'system' must be a string"
+    if options is not None and not isinstance(options, dict):
+        return "'options' must be a JSON object"
+    unknown = sorted(set(options or {}) - OPTION_FIELDS)
+    if unknown:
+        return f"unknown option '{unknown[0]}'"
+    try:
+        run_options = AgentRunOptions.model_validate(options or {})
+    except ValidationError as err:
+        return f"invalid options: {describe_validation(err)}"
+    messages = [ChatMessage.system(system)] if system and system.strip() else []
+    return AgentRunInput(messages=[*messages, ChatMessage.user(prompt)], options=run_options)
+
+
 async def start_run(client: Client, queue: str, body: Any) -> Answer:
-    if isinstance(body, dict) and set(body) == {"prompt"}:
-        prompt = body["prompt"]
-        if not isinstance(prompt, str) or not prompt.strip():
-            return 400, {"error": "'prompt' must be a non-empty string"}
-        run_input = AgentRunInput.from_prompt(prompt)
-    else:
-        try:
-            run_input = AgentRunInput.model_validate(body)
-        except (ValidationError, ApplicationError) as err:
-            return 400, {"error": getattr(err, "message", None) or str(err)}
+    run_input = start_input(body)
+    if isinstance(run_input, str):
+        return 400, {"error": run_input}
     workflow_id = f"agent-{uuid.uuid4().hex[:12]}"
     try:
         handle = await client.start_workflow(

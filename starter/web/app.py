@@ -30,25 +30,32 @@ from starlette.types import ASGIApp
 from temporalio.client import Client
 
 from starter.render import age
+from starter.request_guards import MIB, AsciiHeaders, LimitedBody, LoopbackHostOnly
 from starter.web import actions
 from starter.web.auth import (
     CSRF_FIELD,
     SESSION_COOKIE,
     SESSION_SECONDS,
+    TOO_MANY_ATTEMPTS,
     WRONG_CREDENTIALS,
     Signer,
     Throttle,
+    TooManyAttempts,
     UsersFile,
     verify,
 )
 from starter.web.display import arguments_display, arguments_value, cut, visible_json
 from starter.web.hub import Inbox, RunWatch, WaitingRun, Watches
-from starter.web.security import Guard, Identity, LoopbackOnly, SecurityHeaders, cross_site
+from starter.web.paths import SegmentedPath, path_as_sent, segment, workflow_id_of
+from starter.web.security import Guard, Identity, SecurityHeaders, cross_site
 from workflows import names
+from workflows.arguments import arguments_digest
 from workflows.model import AgentEvent, AgentStatus, ChatMessage, ToolCall
 
 STATIC = Path(__file__).parent / "static"
-MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_BODY_BYTES = 1 * MIB
+"""The largest request body read (`LimitedBody`); a larger one is refused with 413."""
+LOCAL_MODE_HOST = "local mode answers only to a loopback host name"
 SSE_PING_SECONDS = 15.0
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -63,7 +70,8 @@ def _templates() -> Environment:
     )
     env.filters["cut"] = cut
     env.filters["args"] = arguments_display
-    env.filters["q"] = lambda value: quote(str(value), safe="")
+    env.filters["q"] = lambda value: segment(str(value))
+    env.filters["digest"] = arguments_digest
     env.filters["age"] = age
     env.filters["iso"] = lambda value: value.isoformat() if value else ""
     env.globals["uid"] = lambda *parts: hashlib.sha256(
@@ -121,7 +129,7 @@ class WebApp:
         async def guarded(request: Request) -> Response:
             who = self.guard.identify(request)
             if who is None:
-                target = quote(request.url.path, safe="/")
+                target = quote(path_as_sent(request), safe="")
                 return RedirectResponse(f"/signin?next={target}", status_code=303)
             return await handler(request, who)
 
@@ -143,9 +151,7 @@ class WebApp:
         return guarded
 
     async def json_body(self, request: Request) -> tuple[Any, Response | None]:
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            return None, JSONResponse({"error": "body too large"}, status_code=413)
+        raw = await request.body()  # at most MAX_BODY_BYTES: LimitedBody read it
         if not raw.strip():
             return None, None
         try:
@@ -172,7 +178,10 @@ class WebApp:
         name = (form.get("username") or [""])[0]
         password = (form.get("password") or [""])[0]
         wants_json = "application/json" in request.headers.get("accept", "")
-        user = await verify(self.guard.users, self.throttle, name, password)
+        try:
+            user = await verify(self.guard.users, self.throttle, name, password)
+        except TooManyAttempts:
+            return JSONResponse({"error": TOO_MANY_ATTEMPTS}, status_code=429)
         if user is None:
             if wants_json:
                 return JSONResponse({"error": WRONG_CREDENTIALS}, status_code=401)
@@ -180,7 +189,7 @@ class WebApp:
                 "signin.html", request, None, error=WRONG_CREDENTIALS, next=_next(request)
             )
             return HTMLResponse(page, status_code=401)
-        session, cookie = self.guard.signer.new_session(user.name)
+        session, cookie = self.guard.signer.new_session(user)
         target = _next(request, form)
         response: Response = RedirectResponse(target, status_code=303)
         if wants_json:
@@ -199,12 +208,17 @@ class WebApp:
         return response
 
     async def signout(self, request: Request) -> Response:
+        """End the session here and on the server: its cookie is refused from now on, also
+        when a copy of it is sent from elsewhere."""
         who = self.guard.identify(request)
         if who is not None:
             form = parse_qs((await request.body())[:65536].decode(errors="replace"))
             given = (form.get(CSRF_FIELD) or [""])[0]
             if self.guard.change_refusal(request, who, given):
                 return JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)
+            session = self.guard.session(request)
+            if session is not None:
+                self.guard.ended.end(session)
         response = RedirectResponse("/signin", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
         return response
@@ -235,7 +249,7 @@ class WebApp:
         return JSONResponse({"version": version, "html": html, "error": self.inbox.error})
 
     async def run_page(self, request: Request, who: Identity) -> Response:
-        workflow_id = request.path_params["workflow_id"]
+        workflow_id = workflow_id_of(request)
         watch = self.watches.get(workflow_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 5.0
@@ -249,7 +263,9 @@ class WebApp:
     def _run_values(self, watch: RunWatch) -> dict[str, Any]:
         state = watch.state
         status = state.status
-        run = None if state.closed else _waiting_run(watch.workflow_id, status, state.messages)
+        run = None
+        if not state.closed:
+            run = _waiting_run(watch.workflow_id, status, state.messages, watch.first_run_id)
         return {
             "workflow_id": watch.workflow_id,
             "status": status,
@@ -264,7 +280,7 @@ class WebApp:
 
     async def run_live(self, request: Request, who: Identity) -> Response:
         """What changed on a run's page since the viewer's cursors, from the shared watch."""
-        watch = self.watches.get(request.path_params["workflow_id"])
+        watch = self.watches.get(workflow_id_of(request))
         after = _int(request.query_params.get("after"), -1)
         piece = _int(request.query_params.get("piece"), 0)
         seen = _int(request.query_params.get("v"), -1)
@@ -307,7 +323,7 @@ class WebApp:
         return JSONResponse([r.as_json() for r in runs])
 
     async def api_run(self, request: Request, who: Identity) -> Response:
-        workflow_id = request.path_params["workflow_id"]
+        workflow_id = workflow_id_of(request)
         handle = self.client.get_workflow_handle(workflow_id)
         try:
             status: AgentStatus = await asyncio.wait_for(
@@ -334,7 +350,7 @@ class WebApp:
     async def api_events(self, request: Request, who: Identity) -> Response:
         """Server-sent events: each event's JSON as `data`, its seq as `id`; resumes after
         `Last-Event-ID`; ends after `finished`. Served from the run's shared watch."""
-        watch = self.watches.get(request.path_params["workflow_id"])
+        watch = self.watches.get(workflow_id_of(request))
         after = _int(request.headers.get("last-event-id"), -1)
 
         async def stream() -> AsyncIterator[str]:
@@ -370,7 +386,7 @@ class WebApp:
         code, answer = await actions.start_run(self.client, self.queue, body)
         headers = {}
         if code == 201:
-            headers["Location"] = f"/runs/{quote(answer['workflow_id'], safe='')}"
+            headers["Location"] = f"/runs/{segment(answer['workflow_id'])}"
             self.inbox.poke()
         return JSONResponse(answer, status_code=code, headers=headers)
 
@@ -378,7 +394,7 @@ class WebApp:
         body, bad = await self.json_body(request)
         if bad is not None:
             return bad
-        workflow_id = request.path_params["workflow_id"]
+        workflow_id = workflow_id_of(request)
         code, answer = await actions.answer(self.client, workflow_id, body, who.user)
         self.inbox.poke()
         return JSONResponse(answer, status_code=code)
@@ -387,7 +403,7 @@ class WebApp:
         body, bad = await self.json_body(request)
         if bad is not None:
             return bad
-        code, answer = await actions.cancel(self.client, request.path_params["workflow_id"], body)
+        code, answer = await actions.cancel(self.client, workflow_id_of(request), body)
         self.inbox.poke()
         return JSONResponse(answer, status_code=code)
 
@@ -395,7 +411,7 @@ class WebApp:
         body, bad = await self.json_body(request)
         if bad is not None:
             return bad
-        workflow_id = request.path_params["workflow_id"]
+        workflow_id = workflow_id_of(request)
         code, answer = await actions.send_message(self.client, workflow_id, body)
         return JSONResponse(answer, status_code=code)
 
@@ -443,14 +459,18 @@ class WebApp:
                 await self.inbox.stop()
                 await self.watches.stop()
 
-        app: ASGIApp = Starlette(routes=self.routes(), lifespan=lifespan)
+        app: ASGIApp = SegmentedPath(Starlette(routes=self.routes(), lifespan=lifespan))
+        app = LimitedBody(app, MAX_BODY_BYTES)
         if self.guard.local:
-            app = LoopbackOnly(app)
-        return SecurityHeaders(app)
+            app = LoopbackHostOnly(app, LOCAL_MODE_HOST)
+        return SecurityHeaders(AsciiHeaders(app))
 
 
 def _waiting_run(
-    workflow_id: str, status: AgentStatus | None, messages: list[ChatMessage]
+    workflow_id: str,
+    status: AgentStatus | None,
+    messages: list[ChatMessage],
+    first_run_id: str | None,
 ) -> WaitingRun | None:
     from starter.web.hub import context_of
 
@@ -465,6 +485,7 @@ def _waiting_run(
         status.pending_approvals,
         first,
         text,
+        status.run_id or first_run_id,
     )
 
 

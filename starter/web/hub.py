@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter import live
@@ -36,7 +36,9 @@ INBOX_IDLE_SECONDS = 30.0
 QUERY_TIMEOUT_SECONDS = 5.0
 RETRY_SECONDS = 10.0
 """A run whose `status` query timed out is asked again only after this long."""
-QUERY_CONCURRENCY = 8
+QUERY_CONCURRENCY = 16
+DETAILS_WAIT_SECONDS = 0.5
+"""How long a poll waits for the runs' answers before it lists what it has."""
 WATCH_IDLE_SECONDS = 60.0
 """A run's subscription ends when none of its viewers asked for this long."""
 FALLBACK_POLL_SECONDS = 1.0
@@ -57,6 +59,9 @@ class WaitingRun:
     pending: list[ToolCall]
     first_user: str
     round_text: str
+    first_run_id: str | None = None
+    """The first run id of the run's chain, as the page shows it: what an answer carries as
+    `run_id`, so that it is refused if another run took this workflow id since."""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -112,8 +117,12 @@ class Inbox:
         self.polls = 0
         self.error: str | None = None
         self._context: dict[tuple[str, str | None, int], tuple[str, str]] = {}
-        self._last: dict[tuple[str, str | None], WaitingRun] = {}
+        self._last: dict[tuple[str, str | None], WaitingRun | None] = {}
+        """Each listed run's last good details (None: it does not wait for a person)."""
         self._retry_at: dict[tuple[str, str | None], float] = {}
+        self._asking: dict[tuple[str, str | None], asyncio.Task[None]] = {}
+        self._first_run: dict[tuple[str, str | None], str | None] = {}
+        self._gate = asyncio.Semaphore(QUERY_CONCURRENCY)
         self._wanted = asyncio.Event()
         self._poke = asyncio.Event()
         self._fresh_at = -1e9
@@ -124,10 +133,11 @@ class Inbox:
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in [self._task, *self._asking.values()]:
+            if task:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     def viewed(self) -> None:
         self._seen_at = self._clock()
@@ -173,57 +183,93 @@ class Inbox:
                 await asyncio.wait_for(self._poke.wait(), INBOX_POLL_SECONDS)
 
     async def _poll(self) -> list[WaitingRun]:
+        """List the waiting runs, ask each for its details concurrently, and wait for the
+        answers at most DETAILS_WAIT_SECONDS: a run whose worker does not answer is asked in
+        the background (each query bounded) and keeps its last good answer meanwhile, so it
+        never holds up the list for the others."""
         executions = [e async for e in self._client.list_workflows(WAITING_QUERY)]
-        gate = asyncio.Semaphore(QUERY_CONCURRENCY)
-
-        async def one(workflow_id: str, run_id: str | None) -> WaitingRun | None:
-            known = self._last.get((workflow_id, run_id))
-            if self._clock() < self._retry_at.get((workflow_id, run_id), -1e9):
-                return known  # its worker did not answer lately: not every poll waits for it
-            async with gate:
-                handle = self._client.get_workflow_handle(workflow_id, run_id=run_id)
-                try:
-                    status: AgentStatus = await _bounded(
-                        handle.query(names.QUERY_STATUS, result_type=AgentStatus)
-                    )
-                except RPCError:
-                    return None  # it finished between the listing and the query
-                except Exception:  # no worker answered: list what was known, ask again later
-                    self._retry_at[(workflow_id, run_id)] = self._clock() + RETRY_SECONDS
-                    return known
-                self._retry_at.pop((workflow_id, run_id), None)
-                if status.phase != "awaiting_approval" or not status.pending_approvals:
-                    return None
-                key = (workflow_id, run_id, status.round)
-                if key not in self._context:
-                    try:
-                        history: list[ChatMessage] = await _bounded(
-                            handle.query(names.QUERY_MESSAGES, result_type=list[ChatMessage])
-                        )
-                    except Exception:
-                        history = []
-                    self._context[key] = context_of(history, status.pending_approvals)
-                first, text = self._context[key]
-                return WaitingRun(
-                    workflow_id,
-                    run_id,
-                    status.awaiting_since,
-                    status.round,
-                    status.pending_approvals,
-                    first,
-                    text,
-                )
-
-        found = await asyncio.gather(*(one(e.id, e.run_id) for e in executions))
-        runs = [r for r in found if r is not None]
-        self._last = {(r.workflow_id, r.run_id): r for r in runs}
-        listed = {(e.id, e.run_id) for e in executions}
+        listed = {(e.id, e.run_id): e for e in executions}
+        now = self._clock()
+        for key, execution in listed.items():
+            if key not in self._asking and now >= self._retry_at.get(key, -1e9):
+                self._asking[key] = asyncio.create_task(self._ask(key, execution))
+        in_flight = [self._asking[key] for key in listed if key in self._asking]
+        if in_flight:
+            await asyncio.wait(in_flight, timeout=DETAILS_WAIT_SECONDS)
+        self._last = {k: v for k, v in self._last.items() if k in listed}
         self._retry_at = {k: v for k, v in self._retry_at.items() if k in listed}
+        self._first_run = {k: v for k, v in self._first_run.items() if k in listed}
+        runs = [run for key in listed if (run := self._last.get(key)) is not None]
         live_keys = {(r.workflow_id, r.run_id, r.round) for r in runs}
-        self._context = {k: v for k, v in self._context.items() if k in live_keys}
+        self._context = {
+            k: v for k, v in self._context.items() if k in live_keys or k[:2] in self._asking
+        }
         runs.sort(key=lambda r: r.awaiting_since.timestamp() if r.awaiting_since else 0.0)
         runs.reverse()  # newest wait first
         return runs
+
+    async def _ask(self, key: tuple[str, str | None], execution: WorkflowExecution) -> None:
+        """One run's details, into `_last` (None: it no longer waits); on no answer, the last
+        good one stays and the run is asked again after RETRY_SECONDS."""
+        try:
+            async with self._gate:
+                run = await self._details(execution)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                self._retry_at[key] = self._clock() + RETRY_SECONDS
+                return
+            run = None  # it finished between the listing and the query
+        except Exception:  # no worker answered in time: keep what was known, ask again later
+            self._retry_at[key] = self._clock() + RETRY_SECONDS
+            return
+        finally:
+            self._asking.pop(key, None)
+        self._retry_at.pop(key, None)
+        if key in self._last and self._last[key] == run:
+            return
+        self._last[key] = run
+        self._poke.set()  # the list changed: show it without waiting for the next poll
+
+    async def _details(self, execution: WorkflowExecution) -> WaitingRun | None:
+        handle = self._client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        status: AgentStatus = await _bounded(
+            handle.query(names.QUERY_STATUS, result_type=AgentStatus)
+        )
+        if status.phase != "awaiting_approval" or not status.pending_approvals:
+            return None
+        key = (execution.id, execution.run_id, status.round)
+        if key not in self._context:
+            try:
+                history: list[ChatMessage] = await _bounded(
+                    handle.query(names.QUERY_MESSAGES, result_type=list[ChatMessage])
+                )
+            except Exception:
+                history = []
+            self._context[key] = context_of(history, status.pending_approvals)
+        first, text = self._context[key]
+        return WaitingRun(
+            execution.id,
+            execution.run_id,
+            status.awaiting_since,
+            status.round,
+            status.pending_approvals,
+            first,
+            text,
+            status.run_id or await self._first_run_id(handle, execution),
+        )
+
+    async def _first_run_id(
+        self, handle: WorkflowHandle[Any, Any], execution: WorkflowExecution
+    ) -> str | None:
+        """The chain's first run id for a run whose `status` does not say it (asked once)."""
+        key = (execution.id, execution.run_id)
+        if key not in self._first_run:
+            found = execution.raw_info.first_run_id
+            if not found:
+                description = await _bounded(handle.describe())
+                found = description.raw_description.workflow_execution_info.first_run_id
+            self._first_run[key] = found or None
+        return self._first_run[key]
 
 
 def _shown(runs: list[WaitingRun]) -> list[tuple[Any, ...]]:
@@ -267,6 +313,8 @@ class RunWatch:
         self.done = False
         self.missing = False
         """No run has this workflow id."""
+        self.first_run_id: str | None = None
+        """The run chain's first run id, when the run's `status` does not say it."""
 
     @property
     def handle(self) -> WorkflowHandle[Any, Any]:
@@ -377,9 +425,14 @@ class RunWatch:
     async def _refresh(self) -> None:
         """The run's status and messages, once for all viewers."""
         try:
-            self.state.status = await _bounded(
+            status: AgentStatus = await _bounded(
                 self.handle.query(names.QUERY_STATUS, result_type=AgentStatus)
             )
+            self.state.status = status
+            if status.run_id is None and self.first_run_id is None:
+                description = await _bounded(self.handle.describe())
+                info = description.raw_description.workflow_execution_info
+                self.first_run_id = info.first_run_id or None
             self.state.messages = await _bounded(
                 self.handle.query(names.QUERY_MESSAGES, result_type=list[ChatMessage])
             )

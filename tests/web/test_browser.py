@@ -18,7 +18,9 @@ from temporalio.client import Client, WorkflowHandle
 
 from tests.fake_openai import Slow, text, tool_calls
 from tests.helpers import events, of_type, wait_for_phase, wait_until
+from tests.helpers import status as status_of
 from tests.web.conftest import CHROMIUM, PASSWORD, Served, Worker, serve_web
+from workflows.arguments import arguments_digest
 from workflows.model import AgentRunInput, AgentRunOptions, AgentRunResult
 
 pytestmark = pytest.mark.web
@@ -93,12 +95,17 @@ async def tidy(worker: Worker) -> AsyncIterator[None]:
 
 
 async def start(
-    client: Client, worker: Worker, prompt: str, options: AgentRunOptions | None = None
+    client: Client,
+    worker: Worker,
+    prompt: str,
+    options: AgentRunOptions | None = None,
+    *,
+    workflow_id: str | None = None,
 ) -> WorkflowHandle[Any, AgentRunResult]:
     handle = await client.start_workflow(
         "AgentWorkflow",
         AgentRunInput.from_prompt(prompt, options),
-        id=f"agent-web-{uuid.uuid4().hex[:10]}",
+        id=workflow_id or f"agent-web-{uuid.uuid4().hex[:10]}",
         task_queue=worker.queue,
         result_type=AgentRunResult,
     )
@@ -402,16 +409,79 @@ async def test_an_answer_sends_arguments_only_when_edited_and_remember_when_tick
         await wait_until(lambda: len(sent) == 3)
     finally:
         await page.unroute("**/api/runs/*/approvals")
+    # Every answer names the run and the arguments it was shown (the model's, also when the
+    # person edited them), so it cannot land on another run or another call.
     assert sent == [
-        {"call_id": plain_call, "approved": True, "reason": "looks fine"},
+        {
+            "call_id": plain_call,
+            "approved": True,
+            "reason": "looks fine",
+            "run_id": plain.result_run_id,
+            "arguments_sha256": arguments_digest('{"command": "echo plain"}'),
+        },
         {
             "call_id": edited_call,
             "approved": True,
             "arguments": '{"command": "echo after"}',
             "remember": True,
+            "run_id": edited.result_run_id,
+            "arguments_sha256": arguments_digest('{"command": "echo before"}'),
         },
-        {"call_id": refused_call, "approved": False},  # a rejection runs nothing: no arguments
+        {  # a rejection runs nothing: no arguments
+            "call_id": refused_call,
+            "approved": False,
+            "run_id": refused.result_run_id,
+            "arguments_sha256": arguments_digest('{"command": "echo refused"}'),
+        },
     ]
+
+
+async def test_an_answer_to_a_run_that_replaced_the_one_shown_is_refused(
+    client: Client, worker: Worker, page: Page
+) -> None:
+    """The card shows `ls -la`; meanwhile another run takes the workflow id and waits on `rm -rf
+    important` under the same call id. Approve on the card must not run the other call."""
+    important = worker.workspace / "important"
+    important.mkdir(exist_ok=True)
+    (important / "keep.txt").write_text("keep me\n")
+    workflow_id = f"agent-web-{uuid.uuid4().hex[:10]}"
+    worker.fake.enqueue(tool_calls(("call_1", "run_command", '{"command": "ls -la"}')))
+    shown = await start(client, worker, "look around", workflow_id=workflow_id)
+    call_id = await waiting_call(shown)
+    await page.goto("/")
+    item = call_of(page, workflow_id, call_id)
+    await expect(item.locator("pre.arguments")).to_have_text('{"command": "ls -la"}')
+    await page.route("**/inbox/live*", lambda route: route.abort())  # the card stays as shown
+    try:
+        await shown.terminate("replaced")
+        worker.fake.enqueue(
+            tool_calls(("call_1", "run_command", '{"command": "rm -rf important"}')),
+            text("removed"),
+        )
+        replaced = await start(client, worker, "clean up", workflow_id=workflow_id)
+        assert await waiting_call(replaced) == call_id
+        await item.get_by_role("button", name="Approve").click()
+        await expect(page.get_by_role("alert")).to_contain_text("changed since it was shown")
+    finally:
+        await page.unroute("**/inbox/live*")
+    assert (important / "keep.txt").exists()
+    assert await approvals(replaced) == []  # nothing was recorded for the other run
+    assert (await status_of(replaced)).phase == "awaiting_approval"
+
+
+async def test_a_run_whose_workflow_id_has_slashes_opens_and_is_answered(
+    client: Client, worker: Worker, page: Page
+) -> None:
+    workflow_id = f"team/web/{uuid.uuid4().hex[:8]}"
+    handle = await start(client, worker, "run: echo slashes", workflow_id=workflow_id)
+    call_id = await waiting_call(handle)
+    await page.goto("/")
+    await call_of(page, workflow_id, call_id).get_by_role("link", name=workflow_id).click()
+    await expect(page).to_have_url(re.compile(r"/runs/team%2Fweb%2F[0-9a-f]+$"))
+    await expect(page.locator("h1.run-title")).to_have_text(workflow_id)
+    await call_of(page, workflow_id, call_id).get_by_role("button", name="Approve").click()
+    assert (await handle.result()).finish_reason == "stop"
+    await expect(page.locator("[data-finish-reason]")).to_have_text("stop")
 
 
 async def test_the_pages_load_nothing_from_another_origin(
