@@ -8,6 +8,7 @@ import sys
 import uuid
 from collections.abc import Awaitable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -21,7 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from runtime.connect import task_queue
 from starter.answers import AnswerNotDelivered, submit_answer
-from starter.errors import EXIT_OK, EXIT_RUN_NOT_OK, CliError, not_found, refusal
+from starter.errors import EXIT_OK, EXIT_RUN_NOT_OK, EXIT_USAGE, CliError, not_found, refusal
 from starter.follow import (
     Followed,
     chain_run_id,
@@ -51,6 +52,7 @@ from workflows.model import (
     AgentEvent,
     AgentRunInput,
     AgentRunOptions,
+    AgentRunResult,
     AgentStatus,
     CancelRequest,
     ChatMessage,
@@ -109,15 +111,57 @@ async def running_handle(ctx: Ctx, workflow_id: str, action: str) -> WorkflowHan
     """The handle of a run that is still going; a clear error for unknown or finished runs."""
     status = await describe_status(ctx, workflow_id)
     if status != WorkflowExecutionStatus.RUNNING:
-        state = status.name.lower() if status else "closed"
-        raise CliError(f"run '{workflow_id}' has already finished ({state}); cannot {action}")
+        how = await finished_how(ctx, workflow_id, status)
+        raise CliError(f"run '{workflow_id}' has already finished ({how}); cannot {action}")
     return ctx.client.get_workflow_handle(workflow_id)
+
+
+async def finished_how(ctx: Ctx, workflow_id: str, status: WorkflowExecutionStatus | None) -> str:
+    """How a closed run ended, in the run's own terms: its finish reason (`stop`, `error`,
+    `cancelled`, `max_rounds`) when it completed, since Temporal's "completed" reads as success
+    for every one of them; else Temporal's status (`terminated`, `timed_out`, …)."""
+    if status != WorkflowExecutionStatus.COMPLETED:
+        return status.name.lower() if status else "closed"
+    handle = ctx.client.get_workflow_handle(workflow_id, result_type=AgentRunResult)
+    try:
+        result = await asyncio.wait_for(handle.result(follow_runs=False), WORKER_WAIT_SECONDS)
+    except Exception:  # a result this program cannot read (another key): say what Temporal says
+        return "completed"
+    return str(result.finish_reason)
 
 
 def split_names(value: str | None) -> list[str] | None:
     if value is None:
         return None
     return [n.strip() for n in value.split(",") if n.strip()]
+
+
+MAX_SYSTEM_PROMPT_BYTES = 100_000
+"""The longest system prompt `--system` takes (it goes to the model with every request)."""
+
+
+def system_prompt(value: str | None) -> str | None:
+    """`--system TEXT`, or with `@FILE` the text of FILE (UTF-8); None when not given or
+    empty. A file that cannot be read is a usage error naming it."""
+    if value is None or not value.startswith("@"):
+        return value if value and value.strip() else None
+    path = Path(value[1:]).expanduser()
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise CliError(
+            f"--system {value}: cannot read {path}: {err.strerror or err}", EXIT_USAGE
+        ) from None
+    if len(raw) > MAX_SYSTEM_PROMPT_BYTES:
+        raise CliError(
+            f"--system {value}: {len(raw):,} bytes; at most {MAX_SYSTEM_PROMPT_BYTES:,}",
+            EXIT_USAGE,
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CliError(f"--system {value}: not UTF-8 text ({err.reason})", EXIT_USAGE) from None
+    return text.strip() or None
 
 
 def exit_code_for(followed: Followed) -> int:
@@ -160,8 +204,10 @@ async def cmd_run(ctx: Ctx, args: argparse.Namespace) -> int:
     policy = run_policy(getattr(args, "rule_specs", None), args.policy)
     if policy is not None:
         options["approval_policy"] = policy
+    system = system_prompt(args.system)
+    first = [ChatMessage.system(system)] if system else []
     run_input = AgentRunInput(
-        messages=[ChatMessage.user(args.prompt)], options=AgentRunOptions(**options)
+        messages=[*first, ChatMessage.user(args.prompt)], options=AgentRunOptions(**options)
     )
     workflow_id = args.id or f"agent-{uuid.uuid4().hex[:12]}"
     queue = task_queue()
@@ -260,7 +306,9 @@ async def cmd_policy(ctx: Ctx, args: argparse.Namespace) -> int:
 
 async def cmd_cancel(ctx: Ctx, args: argparse.Namespace) -> int:
     handle = await running_handle(ctx, args.workflow_id, "cancel it")
-    request = CancelRequest(reason=args.reason, immediate=args.immediate)
+    request = CancelRequest(
+        reason=args.reason, immediate=args.immediate, requested_by=default_approver()
+    )
     await handle.signal(names.SIGNAL_CANCEL, request.model_dump(exclude_none=True))
     ctx.out.data({"workflow_id": args.workflow_id, "cancel": request.model_dump()})
     how = "immediate " if args.immediate else ""

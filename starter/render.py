@@ -75,7 +75,7 @@ def one_line(text: str, limit: int | None = None) -> str:
     `limit` characters."""
     flat = visible(text)
     if limit is not None and len(flat) > limit:
-        return flat[:limit] + f"… ({len(flat) - limit} more)"
+        return flat[:limit] + f"… ({len(flat) - limit:,} more characters)"
     return flat
 
 

@@ -130,11 +130,17 @@ async def answer(client: Client, workflow_id: str, body: Any, approver: str) -> 
     return 200, {"pending": [c.model_dump(mode="json") for c in remaining]}
 
 
-async def cancel(client: Client, workflow_id: str, body: Any) -> Answer:
+async def cancel(client: Client, workflow_id: str, body: Any, requested_by: str) -> Answer:
+    """Cancel as `requested_by` (the signed-in user); the body may not name who asks."""
+    body = {} if body is None else body
+    if not isinstance(body, dict):
+        return 400, {"error": 'the body must be a JSON object: {"reason"?: "…", "immediate"?: …}'}
+    if "requested_by" in body:
+        return 400, {"error": "'requested_by' is set by the server: it is the signed-in user"}
     try:
-        request = CancelRequest.model_validate(body if body is not None else {})
+        request = CancelRequest.model_validate({**body, "requested_by": requested_by})
     except ValidationError as err:
-        return 400, {"error": str(err)}
+        return 400, {"error": f"invalid cancel: {describe_validation(err)}"}
     try:
         await client.get_workflow_handle(workflow_id).signal(
             names.SIGNAL_CANCEL, request.model_dump(exclude_none=True)

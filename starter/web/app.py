@@ -403,7 +403,7 @@ class WebApp:
         body, bad = await self.json_body(request)
         if bad is not None:
             return bad
-        code, answer = await actions.cancel(self.client, workflow_id_of(request), body)
+        code, answer = await actions.cancel(self.client, workflow_id_of(request), body, who.user)
         self.inbox.poke()
         return JSONResponse(answer, status_code=code)
 

@@ -113,6 +113,18 @@ async def start(
     return handle
 
 
+async def signals_sent(client: Client, workflow_id: str, name: str) -> list[Any]:
+    """The payloads of the signals `name` the run received, as its history holds them."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    sent: list[Any] = []
+    for event in history.events:
+        if event.HasField("workflow_execution_signaled_event_attributes"):
+            signal = event.workflow_execution_signaled_event_attributes
+            if signal.signal_name == name:
+                sent += await client.data_converter.decode(signal.input.payloads)
+    return sent
+
+
 def call_of(page: Page, workflow_id: str, call_id: str | None = None) -> Locator:
     selector = f'[data-workflow-id="{workflow_id}"]'
     if call_id is not None:
@@ -270,7 +282,7 @@ async def test_start_a_run_and_watch_its_text_while_the_model_streams(
 ) -> None:
     worker.fake.enqueue(Slow(chunks=40, delay=0.15, piece="tick "))
     await page.goto("/")
-    await page.get_by_label("Prompt").fill("tell me slowly")
+    await page.get_by_label("Prompt", exact=True).fill("tell me slowly")
     await page.get_by_role("button", name="Start run").click()
     await expect(page).to_have_url(re.compile(r"/runs/agent-[0-9a-f]+$"))
     workflow_id = page.url.rsplit("/", 1)[1]
@@ -286,6 +298,21 @@ async def test_start_a_run_and_watch_its_text_while_the_model_streams(
     assert served.polls.most[workflow_id] == 1
 
 
+async def test_start_a_run_with_a_system_prompt(client: Client, page: Page) -> None:
+    await page.goto("/")
+    await page.get_by_label("Prompt", exact=True).fill("list")
+    await page.get_by_label("System prompt").fill("Answer in one line.")
+    await page.get_by_role("button", name="Start run").click()
+    await expect(page).to_have_url(re.compile(r"/runs/agent-[0-9a-f]+$"))
+    handle = client.get_workflow_handle(page.url.rsplit("/", 1)[1], result_type=AgentRunResult)
+    result = await handle.result()
+    assert [(m.role, m.content) for m in result.messages[:2]] == [
+        ("system", "Answer in one line."),
+        ("user", "list"),
+    ]
+    await expect(page.locator("[data-finish-reason]")).to_have_text("stop")
+
+
 async def test_cancel_run_from_its_page(client: Client, worker: Worker, page: Page) -> None:
     worker.fake.enqueue(Slow(chunks=600, delay=0.1, piece="tock "))
     handle = await start(client, worker, "a long story")
@@ -296,6 +323,8 @@ async def test_cancel_run_from_its_page(client: Client, worker: Worker, page: Pa
     assert result.finish_reason == "cancelled"
     await expect(page.locator("[data-phase]")).to_have_attribute("data-phase", "finished")
     await expect(page.locator("[data-finish-reason]")).to_have_text("cancelled")
+    [sent] = await signals_sent(client, handle.id, "cancel")
+    assert (sent["immediate"], sent["requested_by"]) == (True, "alice")  # the signed-in user
 
 
 async def test_send_a_message_to_a_session(client: Client, worker: Worker, page: Page) -> None:

@@ -394,3 +394,35 @@ async def test_a_run_whose_worker_is_gone_never_slows_the_inbox(
 async def _two(found: Any) -> list[dict[str, Any]] | None:
     entries: list[dict[str, Any]] = await found
     return entries if len(entries) == 2 else None
+
+
+async def test_a_cancel_from_the_web_names_the_signed_in_user(
+    client: Client, worker: Worker, served: Served
+) -> None:
+    handle = await client.start_workflow(
+        "AgentWorkflow",
+        AgentRunInput.from_prompt("run: echo cancel me"),
+        id=f"agent-cancel-{uuid.uuid4().hex[:8]}",
+        task_queue=worker.queue,
+        result_type=AgentRunResult,
+    )
+    await wait_for_phase(handle, "awaiting_approval")
+    url = f"/api/runs/{handle.id}/cancel"
+    async with httpx.AsyncClient(base_url=served.url, headers=bearer(served)) as http:
+        chosen = await http.post(url, json={"reason": "done", "requested_by": "the-ceo"})
+        assert chosen.status_code == 400 and "requested_by" in chosen.json()["error"]
+        assert (await http.post(url, json=["nope"])).status_code == 400
+        cancelled = await http.post(url, json={"reason": "done"})
+        assert cancelled.status_code == 200, cancelled.text
+    assert (await handle.result()).finish_reason == "cancelled"
+    history = await handle.fetch_history()
+    sent = [
+        value
+        for event in history.events
+        if event.HasField("workflow_execution_signaled_event_attributes")
+        and event.workflow_execution_signaled_event_attributes.signal_name == "cancel"
+        for value in await client.data_converter.decode(
+            event.workflow_execution_signaled_event_attributes.input.payloads
+        )
+    ]
+    assert sent == [{"reason": "done", "immediate": False, "requested_by": "alice"}]

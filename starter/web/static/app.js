@@ -134,7 +134,10 @@
   }
 
   async function start(form) {
-    const result = await send("/api/runs", { prompt: form.elements["prompt"].value });
+    const payload = { prompt: form.elements["prompt"].value };
+    const system = form.elements["system"].value;
+    if (system.trim()) payload.system = system;
+    const result = await send("/api/runs", payload);
     if (!result.ok) { show("alert", failure(result)); return; }
     window.location.assign(result.location);
   }
