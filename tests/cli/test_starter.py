@@ -338,7 +338,7 @@ async def test_update_rejected_shows_the_workflows_reason(agent: Agent) -> None:
 
     late = await agent.cli("approve", workflow_id, "call_2")
     assert late.code == 1
-    assert f"run '{workflow_id}' has already finished (completed); cannot approve" in late.stderr
+    assert f"run '{workflow_id}' has already finished (stop); cannot approve" in late.stderr
 
 
 def _closed_port() -> int:
