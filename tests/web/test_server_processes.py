@@ -108,7 +108,12 @@ async def send(
         f"Content-Type: application/x-www-form-urlencoded\r\n{framing}\r\n\r\n"
     )
     writer.write(head.encode())
+    await writer.drain()
     answer = asyncio.ensure_future(reader.read(4096))
+    if declared is not None:
+        # A server that refuses by the declared length answers before any of the body is
+        # sent (so the answer is not lost to a reset while the body is still being written).
+        await asyncio.wait({answer}, timeout=2.0)
     piece = b"x" * MIB
     sent = 0
     try:
