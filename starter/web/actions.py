@@ -4,7 +4,6 @@ message. Each returns the HTTP status and the JSON body to answer with."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
@@ -14,13 +13,13 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from runtime.codec import find_decryption_error
-from workflows import names
+from starter import handle as agent_handle
+from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
     CancelRequest,
     ChatMessage,
-    ToolCall,
     UserMessageInput,
     describe_validation,
 )
@@ -48,8 +47,12 @@ def _failure(err: Exception, workflow_id: str) -> Answer:
         return 409, {"error": reason}
     if isinstance(err, RPCError):
         return _rpc_answer(err, workflow_id)
-    if isinstance(err, TimeoutError):
+    if isinstance(err, TimeoutError | NoWorker):
         return 504, {"error": f"no worker answered within {WORKER_WAIT_SECONDS:.0f}s"}
+    if isinstance(err, AnswerNotDelivered):
+        if err.busy:
+            return 503, {"error": "the run kept refusing the answer: too many requests in flight"}
+        return 504, {"error": f"no worker answered within {err.seconds:.0f}s"}
     raise err
 
 
@@ -102,12 +105,12 @@ async def start_run(client: Client, queue: str, body: Any) -> Answer:
         return 400, {"error": run_input}
     workflow_id = f"agent-{uuid.uuid4().hex[:12]}"
     try:
-        handle = await client.start_workflow(
-            names.WORKFLOW_TYPE, run_input, id=workflow_id, task_queue=queue
+        handle = await agent_handle.start_run(
+            client, run_input, workflow_id=workflow_id, task_queue=queue
         )
     except RPCError as err:
         return _rpc_answer(err, workflow_id)
-    return 201, {"workflow_id": workflow_id, "run_id": handle.result_run_id}
+    return 201, {"workflow_id": workflow_id, "run_id": handle.run_id}
 
 
 async def answer(client: Client, workflow_id: str, body: Any, approver: str) -> Answer:
@@ -116,15 +119,10 @@ async def answer(client: Client, workflow_id: str, body: Any, approver: str) -> 
         return 400, {"error": "the body must be a JSON object (a ToolApprovalResponse)"}
     if "approver" in body:
         return 400, {"error": "'approver' is set by the server: it is the signed-in user"}
-    payload = {**body, "approver": approver}
-    handle = client.get_workflow_handle(workflow_id)
+    payload = {**body, "approver": approver}  # the workflow checks the rest, strictly
+    handle = AgentHandle(client, workflow_id, worker_wait=WORKER_WAIT_SECONDS)
     try:
-        remaining: list[ToolCall] = await asyncio.wait_for(
-            handle.execute_update(
-                names.UPDATE_SUBMIT_APPROVAL, payload, result_type=list[ToolCall]
-            ),
-            WORKER_WAIT_SECONDS,
-        )
+        remaining = await handle.answer(payload, patience=WORKER_WAIT_SECONDS)
     except Exception as err:
         return _failure(err, workflow_id)
     return 200, {"pending": [c.model_dump(mode="json") for c in remaining]}
@@ -142,9 +140,7 @@ async def cancel(client: Client, workflow_id: str, body: Any, requested_by: str)
     except ValidationError as err:
         return 400, {"error": f"invalid cancel: {describe_validation(err)}"}
     try:
-        await client.get_workflow_handle(workflow_id).signal(
-            names.SIGNAL_CANCEL, request.model_dump(exclude_none=True)
-        )
+        await AgentHandle(client, workflow_id).cancel(request)
     except Exception as err:
         return _failure(err, workflow_id)
     return 200, {"workflow_id": workflow_id, "cancel": request.model_dump()}
@@ -152,17 +148,17 @@ async def cancel(client: Client, workflow_id: str, body: Any, requested_by: str)
 
 async def send_message(client: Client, workflow_id: str, body: Any) -> Answer:
     try:
+        message: ChatMessage | str
         if isinstance(body, dict) and "role" in body:
             message = ChatMessage.model_validate(body)
             if message.role != "user":
                 return 400, {"error": "only a user message can be sent"}
-            payload: dict[str, Any] = message.model_dump(mode="json")
         else:
-            payload = UserMessageInput.model_validate(body).model_dump()
+            message = UserMessageInput.model_validate(body).content
     except ValidationError as err:
-        return 400, {"error": str(err)}
+        return 400, {"error": f"invalid message: {describe_validation(err)}"}
     try:
-        await client.get_workflow_handle(workflow_id).signal(names.SIGNAL_SEND_MESSAGE, payload)
+        payload = await AgentHandle(client, workflow_id).say(message)
     except Exception as err:
         return _failure(err, workflow_id)
     return 200, {"workflow_id": workflow_id, "sent": payload}

@@ -29,8 +29,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 from temporalio.client import Client
 
-from starter.render import age
+from starter.handle import AgentHandle
+from starter.render import age, event_line
 from starter.request_guards import MIB, AsciiHeaders, LimitedBody, LoopbackHostOnly
+from starter.visible import arguments_display, shorten, text_block, visible
 from starter.web import actions
 from starter.web.auth import (
     CSRF_FIELD,
@@ -44,13 +46,11 @@ from starter.web.auth import (
     UsersFile,
     verify,
 )
-from starter.web.display import arguments_display, arguments_value, cut, visible_json
-from starter.web.hub import Inbox, RunWatch, WaitingRun, Watches
+from starter.web.hub import Inbox, RunWatch, Watches
 from starter.web.paths import SegmentedPath, path_as_sent, segment, workflow_id_of
 from starter.web.security import Guard, Identity, SecurityHeaders, cross_site
-from workflows import names
 from workflows.arguments import arguments_digest
-from workflows.model import AgentEvent, AgentStatus, ChatMessage, ToolCall
+from workflows.model import ToolCall
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY_BYTES = 1 * MIB
@@ -68,8 +68,10 @@ def _templates() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["cut"] = cut
+    env.filters["cut"] = lambda text, limit=500: shorten(text, limit, counted=False)
     env.filters["args"] = arguments_display
+    env.filters["visible"] = visible
+    env.filters["text"] = text_block
     env.filters["q"] = lambda value: segment(str(value))
     env.filters["digest"] = arguments_digest
     env.filters["age"] = age
@@ -78,21 +80,6 @@ def _templates() -> Environment:
         "\0".join(map(str, parts)).encode()
     ).hexdigest()[:12]
     return env
-
-
-def event_line(event: dict[str, Any]) -> str:
-    """One event for people: its type and its fields, invisible characters made visible."""
-    rest = {k: v for k, v in event.items() if k not in {"seq", "round", "type"}}
-    if "arguments" in rest:  # the parsed JSON that runs, not a string of it
-        rest["arguments"] = arguments_value(rest["arguments"])
-    if isinstance(rest.get("pending"), list):
-        rest["pending"] = [
-            {**c, "arguments": arguments_value(c.get("arguments"))} if isinstance(c, dict) else c
-            for c in rest["pending"]
-        ]
-    if event.get("type") == "text_delta":
-        return f"[r{event.get('round')}] text_delta {cut(str(rest.get('delta', '')), 500)}"
-    return f"[r{event.get('round')}] {event.get('type')} {visible_json(rest)}"
 
 
 class WebApp:
@@ -263,15 +250,13 @@ class WebApp:
     def _run_values(self, watch: RunWatch) -> dict[str, Any]:
         state = watch.state
         status = state.status
-        run = None
-        if not state.closed:
-            run = _waiting_run(watch.workflow_id, status, state.messages, watch.first_run_id)
+        run = watch.waiting
         return {
             "workflow_id": watch.workflow_id,
             "status": status,
             "closed": state.closed,
             "messages": state.messages,
-            "events": [(e["seq"], event_line(e)) for e in state.events],
+            "events": [(e.seq, event_line(e)) for e in state.events],
             "run": run,
             "version": watch.changes.version,
             "after": watch.last_seq,
@@ -286,9 +271,9 @@ class WebApp:
         seen = _int(request.query_params.get("v"), -1)
         state = watch.state
         events = [
-            {"seq": e["seq"], "type": e["type"], "round": e["round"], "line": event_line(e)}
+            {"seq": e.seq, "type": e.type, "round": e.round, "line": event_line(e)}
             for e in state.events
-            if e["seq"] > after
+            if e.seq > after
         ]
         pieces = [
             {"round": p.round, "text": p.text, "restart": p.restart} for p in state.pieces[piece:]
@@ -324,17 +309,11 @@ class WebApp:
 
     async def api_run(self, request: Request, who: Identity) -> Response:
         workflow_id = workflow_id_of(request)
-        handle = self.client.get_workflow_handle(workflow_id)
+        handle = AgentHandle(self.client, workflow_id, worker_wait=actions.WORKER_WAIT_SECONDS)
         try:
-            status: AgentStatus = await asyncio.wait_for(
-                handle.query(names.QUERY_STATUS, result_type=AgentStatus), 30
-            )
-            messages: list[ChatMessage] = await asyncio.wait_for(
-                handle.query(names.QUERY_MESSAGES, result_type=list[ChatMessage]), 30
-            )
-            events: list[AgentEvent] = await asyncio.wait_for(
-                handle.query(names.QUERY_EVENTS, -1, result_type=list[AgentEvent]), 30
-            )
+            status = await handle.status()
+            messages = await handle.messages()
+            events = await handle.events(-1)
         except Exception as err:
             code, failure = actions._failure(err, workflow_id)
             return JSONResponse(failure, status_code=code)
@@ -358,10 +337,11 @@ class WebApp:
             while True:
                 watch.viewed()
                 seen = watch.changes.version
-                for event in [e for e in watch.state.events if e["seq"] > last]:
-                    last = event["seq"]
-                    yield f"id: {last}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n"
-                    if event["type"] == "finished":
+                for event in [e for e in watch.state.events if e.seq > last]:
+                    last = event.seq
+                    data = json.dumps(event.model_dump(mode="json"), ensure_ascii=False)
+                    yield f"id: {last}\ndata: {data}\n\n"
+                    if event.type == "finished":
                         return
                 if watch.done:
                     if watch.state.closed:  # ended without `finished` (e.g. terminated)
@@ -464,29 +444,6 @@ class WebApp:
         if self.guard.local:
             app = LoopbackHostOnly(app, LOCAL_MODE_HOST)
         return SecurityHeaders(AsciiHeaders(app))
-
-
-def _waiting_run(
-    workflow_id: str,
-    status: AgentStatus | None,
-    messages: list[ChatMessage],
-    first_run_id: str | None,
-) -> WaitingRun | None:
-    from starter.web.hub import context_of
-
-    if status is None or status.phase != "awaiting_approval" or not status.pending_approvals:
-        return None
-    first, text = context_of(messages, status.pending_approvals)
-    return WaitingRun(
-        workflow_id,
-        None,
-        status.awaiting_since,
-        status.round,
-        status.pending_approvals,
-        first,
-        text,
-        status.run_id or first_run_id,
-    )
 
 
 def _int(value: str | None, default: int) -> int:

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -23,6 +26,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from activities.settings import Settings
 from starter.web.auth import SESSION_COOKIE, Throttle
+from tests.fake_openai import tool_calls
 from tests.helpers import messages, wait_for_phase, wait_until
 from tests.web.conftest import PASSWORD, Served, Worker, serve_web
 from worker import run_worker
@@ -426,3 +430,80 @@ async def test_a_cancel_from_the_web_names_the_signed_in_user(
         )
     ]
     assert sent == [{"reason": "done", "immediate": False, "requested_by": "alice"}]
+
+
+async def test_the_terminal_and_the_web_show_a_call_the_same_way(
+    client: Client, worker: Worker, served: Served
+) -> None:
+    """Private-use and unassigned characters (and one outside the basic plane) are made visible
+    on both screens a person approves from, with the same escapes."""
+    command = "echo \ue000\u0378\U000f0000 \u202eok\x1b[2K"
+    worker.fake.enqueue(tool_calls(("call_pua", "run_command", json.dumps({"command": command}))))
+    handle = await client.start_workflow(
+        "AgentWorkflow",
+        AgentRunInput.from_prompt("look"),
+        id=f"agent-pua-{uuid.uuid4().hex[:8]}",
+        task_queue=worker.queue,
+    )
+    try:
+        await wait_for_phase(handle, "awaiting_approval")
+        shown = '{"command": "echo \\ue000\\u0378\\udb80\\udc00 \\u202eok\\u001b[2K"}'
+        async with httpx.AsyncClient(base_url=served.url, headers=bearer(served)) as http:
+
+            async def on_the_web() -> str | None:
+                body = (await http.get(f"/runs/{handle.id}/live?after=-1&piece=0&v=-1")).json()
+                found = re.search(r'<pre class="arguments">(.*?)</pre>', body["parts"]["calls"])
+                return html.unescape(found.group(1)) if found else None
+
+            web = await wait_until(on_the_web)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "AGENT_"))}
+        env |= {"TEMPORAL_ADDRESS": client.service_client.config.target_host}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "starter", "pending",
+            cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        [terminal] = [
+            line.strip().split(" ", 2)[2]
+            for line in out.decode().splitlines()
+            if line.strip().startswith("call_pua run_command ")
+        ]
+        assert web == terminal == shown
+    finally:
+        await handle.terminate("test over")
+
+
+async def test_the_web_and_the_command_line_list_a_waiting_run_as_the_same_object(
+    client: Client, worker: Worker, served: Served
+) -> None:
+    handle = await client.start_workflow(
+        "AgentWorkflow",
+        AgentRunInput.from_prompt("run: echo listed"),
+        id=f"agent-listed-{uuid.uuid4().hex[:8]}",
+        task_queue=worker.queue,
+    )
+    try:
+        await wait_for_phase(handle, "awaiting_approval")
+        async with httpx.AsyncClient(base_url=served.url, headers=bearer(served)) as http:
+
+            async def on_the_web() -> dict[str, Any] | None:
+                found = (await http.get("/api/pending")).json()
+                return next((r for r in found if r["workflow_id"] == handle.id), None)
+
+            web = await wait_until(on_the_web)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "AGENT_"))}
+        env |= {"TEMPORAL_ADDRESS": client.service_client.config.target_host}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "starter", "pending", "--json",
+            cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 0, err.decode()
+        [terminal] = [
+            r for r in map(json.loads, out.decode().splitlines()) if r["workflow_id"] == handle.id
+        ]
+        assert web == terminal
+        assert web["details"] == "available" and web["pending"][0]["name"] == "run_command"
+    finally:
+        await handle.terminate("test over")

@@ -227,7 +227,15 @@ async def test_the_json_api_and_its_server_sent_events(
 
         [entry] = await wait_until(listed)
         # The objects `python -m starter pending --json` prints.
-        assert set(entry) == {"workflow_id", "run_id", "awaiting_since", "pending"}
+        assert set(entry) == {
+            "workflow_id",
+            "run_id",
+            "awaiting_since",
+            "pending_count",
+            "pending",
+            "decided",
+            "details",
+        }
         assert entry["run_id"] == handle.result_run_id
         assert entry["pending"][0]["name"] == "run_command"
         call_id = entry["pending"][0]["id"]
