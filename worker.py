@@ -12,10 +12,14 @@ The LLM settings (LLM_BASE_URL, LLM_API_KEY, LLM_MODEL, LLM_STREAM), the tools' 
 (AGENT_WORKSPACE), your own tools (AGENT_TOOLS, AGENT_BUILTIN_TOOLS) and the MCP servers
 (AGENT_MCP_CONFIG) are read here only; none of them enters workflow input, events or history.
 
-At start the worker checks once whether bubblewrap works here and says so (`sandbox=bwrap` or
-`sandbox=none` in its ready line); without it, it warns, and with AGENT_SANDBOX=required it
-refuses to start. A tool that cannot be loaded, two tools with one name, or an MCP server that
-does not start: one line saying which, and no start.
+At start the worker checks once whether bubblewrap works here and says so in its ready line:
+`sandbox=bwrap` or `sandbox=none`, `run_command=on` or `off` (without a sandbox, commands are
+not offered unless AGENT_SANDBOX=off says to run them unsandboxed; AGENT_SANDBOX=required refuses
+to start), and `limits=cgroup2`, `cgroup1` or `rlimit` (how the process and memory limits of a
+command are enforced). AGENT_COMMAND_NETWORK=true without a working uplink (slirp4netns) stops
+it. A tool that cannot be loaded, two tools with one name, an MCP server that does not start, or
+a rule of AGENT_POLICY_FILE that matches none of the tools (checked once the MCP servers' tools
+are known): one line saying which, and no start.
 
 Everything but the reading of settings and the process's life lives in `activities.plugin`
 (`AgentPlugin`, `run_worker`), so an application embeds the agent in its own worker instead.
@@ -37,12 +41,13 @@ from activities.plugin import (
     run_worker,
 )
 from activities.settings import Settings
+from activities.tools.limits import enforcement, enforcement_gap
 from activities.tools.mcp import McpStartError
-from activities.tools.sandbox import SandboxUnavailable
-from runtime.codec import KeyConfigError
+from activities.tools.sandbox import NetworkUnavailable, SandboxUnavailable
 from runtime.connect import connect, connect_config, data_converter
 from runtime.process import exit_now
 from runtime.search_attributes import ensure_search_attributes
+from runtime.setting_error import SettingError
 
 __all__ = ["AgentPlugin", "Settings", "heartbeat_tuning", "run_worker"]
 
@@ -65,13 +70,19 @@ async def _main() -> int:
             " not starting"
         )
         return 2
+    except NetworkUnavailable as err:
+        _say(f"{err}; not starting")
+        return 2
     if commands.sandbox == "none":
         print(no_sandbox_warning(commands), file=sys.stderr, flush=True)
+    gap = enforcement_gap()
+    if gap is not None:
+        _say(f"warning: {gap}")
 
     address = str(connect_config().get("target_host"))
     try:
         data_converter()
-    except KeyConfigError as err:  # an encryption key that cannot be used: say which variable
+    except SettingError as err:  # a key or a payload store that cannot be used: say which variable
         _say(str(err))
         return 2
     try:
@@ -84,16 +95,20 @@ async def _main() -> int:
     except McpStartError as err:
         _say(f"{err}; not starting")
         return 1
-    except ValueError as err:  # an MCP tool whose name is taken
+    except ValueError as err:  # an MCP tool whose name is taken, a rule that cannot match
         _say(f"{err}; not starting")
         return 2
     try:
-        return await _serve(plugin, settings, address, commands.sandbox)
+        isolation = (
+            f"run_command={'on' if commands.runs_commands else 'off'}"
+            f" limits={enforcement()} sandbox={commands.sandbox}"
+        )
+        return await _serve(plugin, settings, address, isolation)
     finally:
         await plugin.aclose()
 
 
-async def _serve(plugin: AgentPlugin, settings: Settings, address: str, sandbox: str) -> int:
+async def _serve(plugin: AgentPlugin, settings: Settings, address: str, isolation: str) -> int:
     try:
         client = await connect()
     except Exception as err:  # connection problems are the user's to fix: say so in one line
@@ -116,7 +131,7 @@ async def _serve(plugin: AgentPlugin, settings: Settings, address: str, sandbox:
         print(
             f"worker ready task_queue={queue} address={address}"
             f" provider={settings.provider} workspace={settings.workspace}"
-            f" tools={len(plugin.tool_names)} sandbox={sandbox}",
+            f" tools={len(plugin.tool_names)} {isolation}",
             flush=True,
         )
 

@@ -18,18 +18,29 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
+from activities.context_window import DEFAULT_CONTEXT_TOKENS
+from activities.enforcement import enforced_refusal
 from activities.heartbeat import heartbeating
 from activities.llm import OpenAIChatClient
 from activities.markers import IdempotencyMarkers
 from activities.policy_file import PolicyActivities
-from activities.scripted import scripted_reply
+from activities.scripted import scripted_reply, scripted_summary
 from activities.settings import Settings
 from activities.streaming import DeltaPublisher
 from activities.tools import ToolError, ToolRegistry
 from workflows import names
 from workflows.arguments import parse_arguments
 from workflows.bounds import TOOL_CONTENT_CHARS
-from workflows.model import ChatMessage, LlmRequest, LlmResponse, ToolRequest, ToolSpec
+from workflows.model import (
+    ChatMessage,
+    LlmRequest,
+    LlmResponse,
+    SummaryRequest,
+    SummaryResponse,
+    ToolRequest,
+    ToolSpec,
+    WorkerSetup,
+)
 from workflows.rules import WorkerPolicy
 from workflows.tool_results import (
     bound_text,
@@ -58,7 +69,9 @@ class AgentActivities:
         self._policy = PolicyActivities(policy or WorkerPolicy())
         self._owns_http = http is None
         self._http = http or httpx.AsyncClient()
-        self._markers = IdempotencyMarkers(settings.resolved_state_dir / "tool-calls")
+        self._markers = IdempotencyMarkers.for_worker(
+            settings.resolved_state_dir / "tool-calls", settings.state_retention_days
+        )
         self._llm = (
             OpenAIChatClient(
                 self._http,
@@ -68,13 +81,24 @@ class AgentActivities:
                 stream=settings.llm_stream,
                 timeout=httpx.Timeout(settings.llm_timeout_seconds, connect=15.0),
                 max_tokens=settings.llm_max_tokens,
+                text_tool_calls=settings.llm_text_tool_calls,
+                parallel_tool_calls=settings.llm_parallel_tool_calls,
+                context_tokens=settings.llm_context_tokens,
+                summary_model=settings.llm_summary_model,
             )
             if settings.llm_base_url
             else None
         )
 
     def all(self) -> list[Callable[..., Any]]:
-        return [self.list_tools, self._policy.worker_policy, self.call_llm, self.execute_tool]
+        return [
+            self.list_tools,
+            self._policy.worker_policy,
+            self.worker_setup,
+            self.call_llm,
+            self.summarize_conversation,
+            self.execute_tool,
+        ]
 
     async def aclose(self) -> None:
         """Close the httpx client if this object created it."""
@@ -87,16 +111,42 @@ class AgentActivities:
     async def list_tools(self) -> list[ToolSpec]:
         return self._registry.specs()
 
+    # ---------------------------------------------------------- worker_setup
+
+    @activity.defn(name=names.ACTIVITY_WORKER_SETUP)
+    async def worker_setup(self) -> WorkerSetup:
+        """What a run reads of this worker once: its tools and rules, the model's window, the
+        conversation's budget, whether people are notified."""
+        try:
+            window = await self.context_window()
+        except ApplicationError as err:  # the server is down: the run learns its window later
+            activity.logger.warning("model window unknown (%s); assuming 128,000", err.message)
+            window = DEFAULT_CONTEXT_TOKENS
+        return WorkerSetup(
+            tools=self._registry.specs(),
+            policy=self._policy.rules,
+            context_tokens=window,
+            max_tokens=self._settings.llm_max_tokens,
+            conversation_bytes=self._settings.conversation_bytes,
+            payload_store=self._settings.payload_store,
+        )
+
     # -------------------------------------------------------------- call_llm
 
     @activity.defn(name=names.ACTIVITY_CALL_LLM)
     async def call_llm(self, request: LlmRequest) -> LlmResponse:
         async with heartbeating(), self._live_text(request) as live:
-            messages = await self._conversation(request)
+            messages = with_system_prompt(
+                await self._conversation(request), self._settings.system_prompt
+            )
             specs = [s for s in self._registry.specs() if s.name in request.tools]
             if self._llm is None:
                 # Instant: its text reaches live followers with the round's `text_delta` event.
-                return scripted_reply(messages, [s.name for s in specs])
+                reply = scripted_reply(messages, [s.name for s in specs])
+                limit = request.max_tokens
+                if limit is None:
+                    limit = self._settings.llm_max_tokens
+                return reply.model_copy(update={"max_tokens": limit})
             activity.logger.info(
                 "calling the model: %d messages, %d tools", len(messages), len(specs)
             )
@@ -107,7 +157,49 @@ class AgentActivities:
                 temperature=request.temperature,
                 max_tokens=request.max_tokens,  # the run's limit; else the worker's
                 on_text=live.add,
+                attempt=activity.info().attempt,
             )
+
+    async def context_window(self) -> int:
+        """The model's window in tokens (for the workflow's budget): LLM_CONTEXT_TOKENS, else
+        what the server says (llama.cpp's `/props`, asked once per worker), else 128,000; for
+        the `scripted` model, the setting or 128,000."""
+        if self._llm is None:
+            return self._settings.llm_context_tokens or DEFAULT_CONTEXT_TOKENS
+        return await self._llm.context_window()
+
+    async def summary_text(
+        self, messages: list[ChatMessage], model: str | None = None, max_tokens: int | None = None
+    ) -> str:
+        """A summary of `messages` for compaction: the model asked with no tools
+        (LLM_SUMMARY_MODEL, else `model`, the run's), or the `scripted` model's own."""
+        if self._llm is None:
+            return scripted_summary(messages)
+        attempt = activity.info().attempt if activity.in_activity() else 1
+        return await self._llm.summarize(
+            messages, model=model, max_tokens=max_tokens, attempt=attempt
+        )
+
+    @activity.defn(name=names.ACTIVITY_SUMMARIZE)
+    async def summarize_conversation(self, request: SummaryRequest) -> SummaryResponse:
+        """A summary of messages `first`..`last` of the run (read with the `messages` query),
+        continuing from the previous summary, for the model's compacted view."""
+        async with heartbeating():
+            handle = self._client.get_workflow_handle(request.workflow_id, run_id=request.run_id)
+            record: list[ChatMessage] = await handle.query(
+                names.QUERY_MESSAGES, result_type=list[ChatMessage]
+            )
+            skip = set(request.skip)
+            part = [
+                m
+                for i, m in enumerate(record[request.first : request.last], request.first)
+                if i not in skip and m.role != "system"
+            ]
+            if request.previous_summary:
+                earlier = f"(Summary of what came before: {request.previous_summary})"
+                part = [ChatMessage.user(earlier), *part]
+            text = await self.summary_text(part, request.model, max_tokens=request.max_tokens)
+        return SummaryResponse(text=text[: request.max_tokens * 6])
 
     def _live_text(self, request: LlmRequest) -> DeltaPublisher:
         """The live view of this call's text: batches on the run's stream (`deltas` topic)."""
@@ -127,9 +219,8 @@ class AgentActivities:
         """The first `message_count` messages of the run, read with the `messages` query (the
         request names the conversation instead of carrying it)."""
         handle = self._client.get_workflow_handle(request.workflow_id, run_id=request.run_id)
-        messages: list[ChatMessage] = await handle.query(
-            names.QUERY_MESSAGES, result_type=list[ChatMessage]
-        )
+        query = names.QUERY_MODEL_VIEW if request.view else names.QUERY_MESSAGES
+        messages: list[ChatMessage] = await handle.query(query, result_type=list[ChatMessage])
         if len(messages) < request.message_count:
             raise ApplicationError(
                 f"the run has {len(messages)} messages, fewer than the {request.message_count}"
@@ -157,6 +248,10 @@ class AgentActivities:
             return invalid_arguments_message(
                 f"expected a JSON object, got {type(arguments).__name__}"
             )
+        # The worker's own enforced rules have the last word, whatever the run's state says.
+        refusal = await enforced_refusal(self._policy.rules.enforced, tool, arguments)
+        if refusal is not None:
+            return refusal
         if not tool.safe_to_retry:
             earlier = await asyncio.to_thread(
                 self._markers.claim,
@@ -186,3 +281,11 @@ class AgentActivities:
                 request.run_key,
             )
         return content
+
+
+def with_system_prompt(messages: list[ChatMessage], prompt: str | None) -> list[ChatMessage]:
+    """The conversation as the model gets it: the worker's system prompt (AGENT_SYSTEM_PROMPT)
+    first when the run brought no system message of its own."""
+    if not prompt or any(m.role == "system" for m in messages):
+        return messages
+    return [ChatMessage.system(prompt), *messages]

@@ -3,13 +3,23 @@
     client = OpenAIChatClient(http, base_url="https://api.openai.com/v1", api_key=key,
                               model="gpt-4o-mini")
     response = await client.complete(messages, tool_specs)   # -> LlmResponse
+    window = await client.context_window()                    # -> int, asked once
+    summary = await client.summarize(messages)                # -> str, no tools
 
 Streaming (SSE) by default, with tool-call deltas assembled by `index`; a server that answers
-`application/json` instead of an event stream is read as a non-streaming reply. Failures become
-Temporal `ApplicationError`s: retryable for timeouts, connection errors, a stream cut off,
-429 (with `next_retry_delay` from `Retry-After`) and 5xx; non-retryable for other 4xx, for
-bodies that do not parse and for replies that are not chat completions (`LlmBadResponse`).
-There is no retry loop here: Temporal's retry policy does that.
+`application/json` instead of an event stream is read as a non-streaming reply. A reply whose
+whole text is a tool call written as text is taken as that call (`activities.text_calls`).
+`parallel_tool_calls` goes with the tools. The server is asked once what it is (`GET /props`):
+llama.cpp's is sent `return_progress`, so that a long prompt keeps the stream alive with progress
+chunks instead of silence, and says its window (`n_ctx`).
+
+Failures become Temporal `ApplicationError`s: retryable for timeouts (a read timeout at most
+twice: the third attempt's is final), connection errors, a stream cut off, 429 (with
+`next_retry_delay` from `Retry-After`) and 5xx; non-retryable for other 4xx, for bodies that do
+not parse and for replies that are not chat completions (`LlmBadResponse`). A 400 that says the
+request does not fit in the model's window is `LlmContextExceeded`, with the sizes in its
+details (`activities.context_window`). There is no retry loop here: Temporal's retry policy does
+that; the caller passes the attempt number.
 
 The API key is sent only in the Authorization header. The key and any credentials in the base
 URL (user info, query) are scrubbed from every error text, the URL is only ever shown redacted,
@@ -31,6 +41,14 @@ from typing import Any
 import httpx
 from temporalio.exceptions import ApplicationError
 
+from activities.context_window import (
+    CONTEXT_EXCEEDED,
+    DEFAULT_CONTEXT_TOKENS,
+    ServerProps,
+    context_exceeded,
+    props_url,
+    read_props,
+)
 from activities.llm_reply import (
     NotAChatCompletion,
     StreamAssembly,
@@ -39,6 +57,8 @@ from activities.llm_reply import (
     strict_json,
 )
 from activities.redaction import Redactor, redact_logs, redact_url
+from activities.summary_prompt import SUMMARY_MAX_TOKENS, summary_request
+from activities.text_calls import TextCallMode, read_text_calls
 from workflows.model import ChatMessage, LlmResponse, ToolSpec
 
 ERROR_TEXT_LIMIT = 1_000
@@ -47,6 +67,14 @@ AFTER_DONE_SECONDS = 1.0
 """How long a streamed body may take to end after `[DONE]` before its connection is dropped."""
 AFTER_DONE_LINES = 100
 EMPTY_ARGUMENTS = "{}"
+TIMEOUT_ATTEMPTS = 3
+"""A read timeout is retried at most twice: the same prompt on the same slow server mostly times
+out again, and each attempt costs the whole timeout."""
+PROPS_TIMEOUT_SECONDS = 5.0
+"""The longest the one `GET /props` of a client may take (llama.cpp answers it at once)."""
+PROPS_BYTES = 1_000_000
+"""The most of a `/props` answer read (it carries the chat template)."""
+TIMEOUT_SETTING = "LLM_TIMEOUT_SECONDS"
 
 
 def _no_heartbeat() -> None:
@@ -183,17 +211,28 @@ class OpenAIChatClient:
         heartbeat: Callable[[], None] = _no_heartbeat,
         timeout: httpx.Timeout | None = None,
         max_tokens: int | None = None,
+        text_tool_calls: TextCallMode = "parse",
+        parallel_tool_calls: bool = True,
+        context_tokens: int | None = None,
+        summary_model: str | None = None,
     ) -> None:
         self._http = http
         self._url = chat_completions_url(base_url)
+        self._props_url = props_url(base_url)
         self._shown_url = redact_url(self._url)
-        self._redactor = Redactor(api_key, base_url, self._url)
+        self._redactor = Redactor(api_key, base_url, self._url, self._props_url)
         self._api_key = api_key
         self._model = model
         self._stream = stream
         self._heartbeat = heartbeat
         self._timeout = timeout or httpx.Timeout(120.0, connect=15.0)
         self._max_tokens = max_tokens
+        self._text_tool_calls: TextCallMode = text_tool_calls
+        self._parallel_tool_calls = parallel_tool_calls
+        self._context_tokens = context_tokens
+        self._summary_model = summary_model
+        self._props: ServerProps | None = None
+        self._props_lock = asyncio.Lock()
         redact_logs(self._redactor)
 
     def __repr__(self) -> str:  # never show the key or the URL's credentials
@@ -210,24 +249,34 @@ class OpenAIChatClient:
         model: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        progress: bool = False,
     ) -> dict[str, Any]:
         """The request. `max_tokens` (a run's own limit) wins over the client's default; with
-        neither, none is sent and the server's own limit applies."""
+        neither, none is sent and the server's own limit applies. `parallel_tool_calls` goes
+        only with tools (OpenAI refuses it without); `progress` asks a llama.cpp server for
+        prompt-progress chunks (only one known to take it: a strict server refuses the field)."""
         body: dict[str, Any] = {
             "model": model or self._model,
             "messages": [to_openai_message(m) for m in messages],
         }
         if tools:
             body["tools"] = [to_openai_tool(t) for t in tools]
+            body["parallel_tool_calls"] = self._parallel_tool_calls
         if temperature is not None:
             body["temperature"] = temperature
-        limit = max_tokens if max_tokens is not None else self._max_tokens
+        limit = self.max_tokens_for(max_tokens)
         if limit is not None:
             body["max_tokens"] = limit
         if self._stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
+            if progress:
+                body["return_progress"] = True
         return body
+
+    def max_tokens_for(self, max_tokens: int | None) -> int | None:
+        """The `max_tokens` a request carries: the call's, else the client's, else none."""
+        return max_tokens if max_tokens is not None else self._max_tokens
 
     async def complete(
         self,
@@ -238,11 +287,116 @@ class OpenAIChatClient:
         temperature: float | None = None,
         max_tokens: int | None = None,
         on_text: Callable[[str], None] | None = None,
+        attempt: int = 1,
     ) -> LlmResponse:
         """One chat completion. `on_text` (optional) gets the reply's text piece by piece as it
-        streams in; it must not raise or block. The returned message is the only result."""
+        streams in; it must not raise or block. The returned message is the only result.
+        `attempt` (1, 2, …: Temporal's attempt number) makes the last allowed read timeout final.
+        """
+        reply = await self._exchange(
+            messages,
+            tools,
+            model=model,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            on_text=on_text,
+            attempt=attempt,
+        )
+        return self._with_text_calls(reply, [t.name for t in tools])
+
+    async def summarize(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        model: str | None = None,
+        max_tokens: int | None = None,
+        attempt: int = 1,
+    ) -> str:
+        """A summary of `messages` in the model's words, asked with no tools (for compaction).
+        The model: `summary_model` (LLM_SUMMARY_MODEL), else `model` (the run's), else the
+        client's. An empty summary is an error (`LlmEmptySummary`): it must not replace
+        anything."""
+        limit = self.max_tokens_for(max_tokens) or SUMMARY_MAX_TOKENS
+        reply = await self._exchange(
+            summary_request(messages),
+            (),
+            model=self._summary_model or model,
+            temperature=None,
+            max_tokens=limit,
+            on_text=None,
+            attempt=attempt,
+        )
+        text = reply.message.content.strip()
+        if not text:
+            raise ApplicationError(
+                f"LLM summary came back empty (finish_reason {reply.finish_reason!r})",
+                type="LlmEmptySummary",
+            )
+        return text
+
+    async def context_window(self) -> int:
+        """The model's window in tokens: `context_tokens` (LLM_CONTEXT_TOKENS) when set, else
+        what the server says (llama.cpp's `/props`, asked once), else 128,000. A server that
+        cannot be reached is a retryable `LlmConnectionError` (nothing is cached then)."""
+        if self._context_tokens is not None:
+            return self._context_tokens
+        props = await self.server_props()
+        if props is None:
+            raise ApplicationError(
+                f"LLM server could not be reached to read its context window at"
+                f" {redact_url(self._props_url)}",
+                type="LlmConnectionError",
+            )
+        return props.n_ctx or DEFAULT_CONTEXT_TOKENS
+
+    async def server_props(self) -> ServerProps | None:
+        """What the server says about itself (`GET /props`), asked once per client; None when
+        it could not be reached (asked again next time). Never raises."""
+        if self._props is not None:
+            return self._props
+        async with self._props_lock:
+            if self._props is None:
+                self._props = await self._ask_props()
+        return self._props
+
+    async def _ask_props(self) -> ServerProps | None:
+        headers = {"Accept": "application/json"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        timeout = httpx.Timeout(PROPS_TIMEOUT_SECONDS)
+        try:
+            async with asyncio.timeout(PROPS_TIMEOUT_SECONDS):
+                async with self._http.stream(
+                    "GET", self._props_url, headers=headers, timeout=timeout
+                ) as response:
+                    raw = await self._read_bounded(response, PROPS_BYTES)
+        except (TimeoutError, httpx.ReadTimeout):
+            # It answers, but not as llama.cpp does (at once): not asked again.
+            return ServerProps()
+        except (httpx.HTTPError, httpx.InvalidURL, UnicodeEncodeError, ValueError):
+            return None  # unreachable, or a request that cannot be sent: the chat call will say
+        return read_props(response.status_code, raw)
+
+    async def _exchange(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        *,
+        model: str | None,
+        temperature: float | None,
+        max_tokens: int | None,
+        on_text: Callable[[str], None] | None,
+        attempt: int,
+    ) -> LlmResponse:
+        """One request and its reply, read; every failure an ApplicationError."""
+        props = await self.server_props() if self._stream else None
         body = self.request_body(
-            messages, tools, model=model, temperature=temperature, max_tokens=max_tokens
+            messages,
+            tools,
+            model=model,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            progress=props is not None and props.llama_cpp,
         )
         payload = self._encode(body)
         headers = {
@@ -263,17 +417,20 @@ class OpenAIChatClient:
                     raise self._http_error(response, raw)
                 content_type = response.headers.get("content-type", "").lower()
                 if "text/event-stream" in content_type:
-                    return await self._read_stream(response, on_text)
-                raw = (await response.aread()).decode("utf-8", errors="replace")
-                reply = self._parse_json_reply(raw, response.status_code, content_type)
-                if on_text is not None and reply.message.content:
-                    on_text(reply.message.content)
-                return reply
-        except httpx.TimeoutException as err:
+                    reply = await self._read_stream(response, on_text)
+                else:
+                    raw = (await response.aread()).decode("utf-8", errors="replace")
+                    reply = self._parse_json_reply(raw, response.status_code, content_type)
+                    if on_text is not None and reply.message.content:
+                        on_text(reply.message.content)
+        except (httpx.ConnectTimeout, httpx.PoolTimeout) as err:
             raise ApplicationError(
-                f"LLM request timed out ({type(err).__name__}) at {self._shown_url}",
+                f"LLM server did not accept a connection within {self._timeout.connect or 0:g} s"
+                f" ({type(err).__name__}) at {self._shown_url}",
                 type="LlmTimeout",
             ) from None
+        except httpx.TimeoutException:
+            raise self._timeout_error(attempt) from None
         except httpx.DecodingError as err:
             raise ApplicationError(
                 f"LLM reply could not be decoded ({self._scrub(str(err))})",
@@ -291,6 +448,20 @@ class OpenAIChatClient:
                 f" at {self._shown_url}",
                 type="LlmConnectionError",
             ) from None
+        return reply.model_copy(update={"max_tokens": body.get("max_tokens")})
+
+    def _with_text_calls(self, reply: LlmResponse, offered: list[str]) -> LlmResponse:
+        """The reply with the tool calls its text holds taken as calls (LLM_TEXT_TOOL_CALLS)."""
+        if reply.message.tool_calls:
+            return reply
+        found = read_text_calls(reply.message.content, offered, self._text_tool_calls)
+        if not found.calls and not found.warnings:
+            return reply
+        update: dict[str, Any] = {"warnings": [*reply.warnings, *found.warnings]}
+        if found.calls:
+            update["message"] = ChatMessage.assistant(found.content, found.calls)
+            update["calls_from_text"] = True
+        return reply.model_copy(update=update)
 
     # -- helpers
 
@@ -305,6 +476,17 @@ class OpenAIChatClient:
             non_retryable=True,
         )
 
+    def _timeout_error(self, attempt: int) -> ApplicationError:
+        seconds = self._timeout.read or 0
+        final = attempt >= TIMEOUT_ATTEMPTS
+        message = (
+            f"LLM request timed out after {seconds:g} s without a byte from the server"
+            f" ({TIMEOUT_SETTING}) at {self._shown_url}"
+        )
+        if final:
+            message += f"; not tried again: {attempt} attempts timed out"
+        return ApplicationError(message, type="LlmTimeout", non_retryable=final)
+
     def _encode(self, body: dict[str, Any]) -> bytes:
         try:
             return json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
@@ -316,11 +498,11 @@ class OpenAIChatClient:
             ) from None
 
     @staticmethod
-    async def _read_bounded(response: httpx.Response) -> str:
+    async def _read_bounded(response: httpx.Response, limit: int = 64 * 1024) -> str:
         data = bytearray()
         async for chunk in response.aiter_bytes():
             data.extend(chunk)
-            if len(data) > 64 * 1024:
+            if len(data) > limit:
                 break
         return data.decode("utf-8", errors="replace")
 
@@ -328,6 +510,14 @@ class OpenAIChatClient:
         status = response.status_code
         detail = self._scrub(provider_error_text(raw))[:ERROR_TEXT_LIMIT] or response.reason_phrase
         message = f"LLM provider answered HTTP {status}: {detail}"
+        exceeded = context_exceeded(raw) if status == 400 else None
+        if exceeded is not None:
+            return ApplicationError(
+                f"{message} (the request does not fit in the model's context window)",
+                exceeded.details(),
+                type=CONTEXT_EXCEEDED,
+                non_retryable=True,
+            )
         if not _is_retryable_status(status):
             return ApplicationError(message, type=f"LlmHttp{status}", non_retryable=True)
         delay = None
@@ -393,6 +583,15 @@ class OpenAIChatClient:
             try:
                 if required_object(chunk, "the stream chunk").get("error"):
                     detail = self._scrub(provider_error_text(data))[:ERROR_TEXT_LIMIT]
+                    exceeded = context_exceeded(data)
+                    if exceeded is not None:
+                        raise ApplicationError(
+                            f"LLM provider reported an error mid-stream: {detail} (the request"
+                            " does not fit in the model's context window)",
+                            exceeded.details(),
+                            type=CONTEXT_EXCEEDED,
+                            non_retryable=True,
+                        )
                     raise ApplicationError(
                         f"LLM provider reported an error mid-stream: {detail}",
                         type="LlmStreamError",

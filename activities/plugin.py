@@ -24,17 +24,19 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig
 
 from activities.agent_activities import AgentActivities
-from activities.policy_file import load_policy_file
+from activities.policy_file import POLICY_FILE_ENV, load_policy_file
 from activities.settings import Settings
 from activities.tools import Tool, ToolRegistry, build_default_registry
 from activities.tools.loading import ToolCatalog, load_tools
 from activities.tools.mcp import McpServers
-from activities.tools.sandbox import CommandPolicy, choose_policy
+from activities.tools.mcp_sandbox import ServerSandbox
+from activities.tools.sandbox import CommandLimits, CommandPolicy, choose_policy
 from runtime.codec import EncryptionCodec
 from runtime.connect import data_converter, task_queue
 from runtime.decryption_log import log_decryption_failures_once
 from workflows.agent import AgentWorkflow
 from workflows.converter import AgentPayloadConverter
+from workflows.rule_check import worker_policy_problem
 from workflows.rules import WorkerPolicy
 
 PLUGIN_NAME = "durable-agent.AgentPlugin"
@@ -57,13 +59,24 @@ def heartbeat_tuning() -> HeartbeatTuning:
 
 
 def command_policy(settings: Settings) -> CommandPolicy:
-    """How `run_command` runs on this machine (raises SandboxUnavailable when required)."""
+    """How `run_command` and the MCP stdio servers run on this machine (raises
+    SandboxUnavailable when required, NetworkUnavailable when the network has no uplink)."""
     return choose_policy(
-        settings.sandbox, network=settings.command_network, env_names=settings.command_env
+        settings.sandbox,
+        network=settings.command_network,
+        env_names=settings.command_env,
+        limits=CommandLimits(settings.command_max_processes, settings.command_max_memory_mb),
+        private=(settings.resolved_state_dir,),
     )
 
 
 def no_sandbox_warning(policy: CommandPolicy) -> str:
+    if not policy.runs_commands:
+        return (
+            f"worker: warning: commands cannot be sandboxed here ({policy.reason}), so"
+            " run_command is not offered and MCP stdio servers do not start; install bubblewrap,"
+            " or set AGENT_SANDBOX=off to run them unsandboxed with the worker's rights"
+        )
     passed = ", ".join(["PATH", "HOME", "LANG", *policy.env_names])
     return (
         f"worker: warning: run_command is not sandboxed ({policy.reason}): commands run as this"
@@ -71,6 +84,12 @@ def no_sandbox_warning(policy: CommandPolicy) -> str:
         " when they end, but can read and write whatever the worker can; install bubblewrap, or"
         " set AGENT_SANDBOX=required to refuse to start without it"
     )
+
+
+def offered_builtins(registry: ToolRegistry, policy: CommandPolicy) -> list[Tool]:
+    """The built-in tools the model is offered: `run_command` only where commands may run."""
+    found = (registry.get(name) for name in registry.names)
+    return [t for t in found if t is not None and (policy.runs_commands or t.name != "run_command")]
 
 
 def _uses_project_converter(client: Client) -> bool:
@@ -115,25 +134,28 @@ class AgentPlugin(SimplePlugin):
         self._mcp_tools_added = False
         self._agent_activities: list[AgentActivities] = []
         self._policy = WorkerPolicy()
+        self.commands: CommandPolicy | None = None
+        """How commands and MCP stdio servers run (None with `activities=…`)."""
         if activities is None:
             self._settings = settings = settings if settings is not None else Settings.from_env()
             if settings.policy_file is not None:  # a missing or invalid file: ValueError
                 self._policy = load_policy_file(settings.policy_file)
             self._catalog = ToolCatalog()
+            policy = commands if commands is not None else command_policy(settings)
+            self.commands = policy
             if settings.builtin_tools:
-                policy = commands if commands is not None else command_policy(settings)
                 builtin = build_default_registry(
                     settings.workspace,
                     command_timeout_seconds=settings.command_timeout_seconds,
                     commands=policy,
                 )
-                found = (builtin.get(name) for name in builtin.names)
-                self._catalog.add([t for t in found if t is not None], "built-in")
+                self._catalog.add(offered_builtins(builtin, policy), "built-in")
             for spec, loaded in load_tools(settings.tools):
                 self._catalog.add(loaded, f"AGENT_TOOLS {spec}")
             self._catalog.add(tools, "AgentPlugin(tools=…)")
             if settings.mcp_config is not None:
-                self._mcp = McpServers.from_file(settings.mcp_config)
+                sandbox = ServerSandbox(policy, settings.workspace)
+                self._mcp = McpServers.from_file(settings.mcp_config, sandbox=sandbox)
 
     @property
     def registry(self) -> ToolRegistry:
@@ -149,7 +171,9 @@ class AgentPlugin(SimplePlugin):
 
     async def start(self) -> None:
         """Start the MCP servers and add their tools (McpStartError names a server that did not
-        start in time; ToolLoadError a name clash). Does nothing the second time."""
+        start in time; ToolLoadError a name clash), then check the worker's rules against every
+        tool (ValueError: a rule of `AGENT_POLICY_FILE` that can never match). Does nothing the
+        second time."""
         if self._started:
             return
         if self._mcp is not None and self._catalog is not None:
@@ -161,7 +185,22 @@ class AgentPlugin(SimplePlugin):
                     await self._mcp.aclose()
                     raise
                 self._mcp_tools_added = True
+        try:
+            self._check_policy()
+        except BaseException:
+            if self._mcp is not None:
+                await self._mcp.aclose()
+            raise
         self._started = True
+
+    def _check_policy(self) -> None:
+        """The worker's rules against all its tools (the MCP ones are known only now): a rule
+        that can never match is a ValueError naming the file and the rule."""
+        if self._catalog is None or self._settings is None:
+            return
+        problem = worker_policy_problem(self._policy, self._catalog.registry.specs())
+        if problem is not None:
+            raise ValueError(f"{POLICY_FILE_ENV} {self._settings.policy_file}: {problem}")
 
     async def aclose(self) -> None:
         """Stop the MCP servers and close the activities' HTTP clients."""

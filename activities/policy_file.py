@@ -76,6 +76,12 @@ class PolicyActivities:
     def __init__(self, policy: WorkerPolicy) -> None:
         self._policy = policy
 
+    @property
+    def rules(self) -> WorkerPolicy:
+        """The rules loaded at start (what `worker_setup` hands to runs and `execute_tool`
+        re-checks its enforced ones from)."""
+        return self._policy
+
     @activity.defn(name=names.ACTIVITY_WORKER_POLICY)
     async def worker_policy(self) -> WorkerPolicy:
         return self._policy

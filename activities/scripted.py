@@ -34,6 +34,8 @@ HELP_TEXT = (
     "wait for a human's approval."
 )
 PREVIEW_CHARS = 400
+SUMMARY_LINE_CHARS = 120
+SUMMARY_CHARS = 2_000
 REJECTED_PREFIX = "Rejected: "
 
 _RUN_COLON = re.compile(r"\brun\s*:\s*(?P<command>.+)", re.IGNORECASE | re.DOTALL)
@@ -246,3 +248,35 @@ def _start(reply: _Reply, intent: Intent) -> LlmResponse:
     if intent.kind == "list":
         return reply.call("list_dir", {"path": "."})
     return reply.text(HELP_TEXT)
+
+
+# ---- Summaries (compaction) ----
+
+
+def _first_line(text: str, limit: int = SUMMARY_LINE_CHARS) -> str:
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _summary_line(message: ChatMessage) -> str:
+    if message.role == "tool":
+        return f"- {message.name or 'tool'} result: {_first_line(message.content) or '(empty)'}"
+    parts = [_first_line(message.content)] if message.content.strip() else []
+    for call in message.tool_calls or []:
+        parts.append(f"called {call.name} {_first_line(arguments_text(call.arguments), 80)}")
+    return f"- {message.role}: {'; '.join(parts) or '(empty)'}"
+
+
+def scripted_summary(messages: Sequence[ChatMessage], max_chars: int = SUMMARY_CHARS) -> str:
+    """The scripted model's summary of `messages` for compaction: the first line of each, at
+    most `max_chars` characters in all (deterministic, offline)."""
+    lines = [f"Summary of {len(messages)} earlier message(s):"]
+    used = len(lines[0])
+    for index, message in enumerate(messages):
+        line = _summary_line(message)
+        if used + 1 + len(line) > max_chars:
+            lines.append(f"- … and {len(messages) - index} more")
+            break
+        lines.append(line)
+        used += 1 + len(line)
+    return "\n".join(lines)

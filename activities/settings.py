@@ -11,11 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from activities.redaction import redact_url
+from activities.text_calls import TEXT_CALL_MODES, TextCallMode
 from activities.tools.sandbox import SANDBOX_MODES, SandboxMode
+from runtime.payload_store import conversation_budget_bytes, parse_store
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_WORKSPACE = "agent-workspace"
 STATE_DIR_NAME = ".agent-state"
+MAX_SYSTEM_PROMPT_BYTES = 100_000
+"""The longest `AGENT_SYSTEM_PROMPT` (or its file) the worker takes: it goes with every request."""
 
 _FALSE = {"0", "false", "no", "off"}
 _TRUE = {"1", "true", "yes", "on"}
@@ -62,6 +66,62 @@ def _float(environ: Mapping[str, str], key: str, default: float) -> float:
     return value
 
 
+def _boolean(environ: Mapping[str, str], key: str, default: bool) -> bool:
+    """A setting that is on or off; anything else is refused (a typo must not flip it)."""
+    raw = (environ.get(key) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in _TRUE:
+        return True
+    if raw in _FALSE:
+        return False
+    raise ValueError(f"{key} must be true or false, got {raw!r}")
+
+
+def _text_call_mode(environ: Mapping[str, str]) -> TextCallMode:
+    raw = (environ.get("LLM_TEXT_TOOL_CALLS") or "parse").strip().lower()
+    for mode in TEXT_CALL_MODES:
+        if raw == mode:
+            return mode
+    choices = ", ".join(TEXT_CALL_MODES)
+    raise ValueError(f"LLM_TEXT_TOOL_CALLS must be one of {choices}, got {raw!r}")
+
+
+def _system_prompt(environ: Mapping[str, str]) -> str | None:
+    """`AGENT_SYSTEM_PROMPT`: the text itself, or `@FILE` to read it from a file (once)."""
+    raw = environ.get("AGENT_SYSTEM_PROMPT") or ""
+    if not raw.strip():
+        return None
+    if not raw.startswith("@"):
+        text = raw.strip()
+    else:
+        path = Path(raw[1:].strip()).expanduser()
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            reason = err.strerror or type(err).__name__
+            raise ValueError(
+                f"AGENT_SYSTEM_PROMPT names {str(path)!r}, which cannot be read: {reason}"
+            ) from None
+        if len(data) > MAX_SYSTEM_PROMPT_BYTES:
+            raise ValueError(
+                f"AGENT_SYSTEM_PROMPT file {str(path)!r} has {len(data):,} bytes, more than the"
+                f" {MAX_SYSTEM_PROMPT_BYTES:,} a system prompt may have"
+            )
+        try:
+            text = data.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise ValueError(f"AGENT_SYSTEM_PROMPT file {str(path)!r} is not UTF-8 text") from None
+        if not text:
+            raise ValueError(f"AGENT_SYSTEM_PROMPT file {str(path)!r} is empty")
+    if len(text.encode("utf-8")) > MAX_SYSTEM_PROMPT_BYTES:
+        raise ValueError(
+            f"AGENT_SYSTEM_PROMPT has more than the {MAX_SYSTEM_PROMPT_BYTES:,} bytes a system"
+            " prompt may have"
+        )
+    return text
+
+
 def _positive_int(environ: Mapping[str, str], key: str) -> int | None:
     raw = (environ.get(key) or "").strip()
     if not raw:
@@ -72,6 +132,17 @@ def _positive_int(environ: Mapping[str, str], key: str) -> int | None:
         value = 0
     if value <= 0:
         raise ValueError(f"{key} must be a positive whole number, got {raw!r}")
+    return value
+
+
+def _days(environ: Mapping[str, str], key: str, default: float) -> float:
+    raw = (environ.get(key) or "").strip()
+    try:
+        value = float(raw) if raw else default
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ValueError(f"{key} must be a positive number of days, got {raw!r}")
     return value
 
 
@@ -157,7 +228,14 @@ class Settings:
     """`AGENT_COMMAND_ENV`: names (comma- or space-separated) of the worker's variables that
     commands get, on top of PATH, HOME (set to the workspace) and LANG. Nothing else is passed."""
     command_network: bool = False
-    """`AGENT_COMMAND_NETWORK=true`: sandboxed commands may use the network (default: none)."""
+    """`AGENT_COMMAND_NETWORK=true`: sandboxed commands get their own network with an uplink
+    (slirp4netns; never the host's loopback). Default: no network."""
+    command_max_processes: int = 256
+    """`AGENT_COMMAND_MAX_PROCESSES`: processes and threads one command may have."""
+    command_max_memory_mb: int = 1024
+    """`AGENT_COMMAND_MAX_MEMORY_MB`: memory one command may use in all (MiB)."""
+    state_retention_days: float = 30.0
+    """`AGENT_STATE_RETENTION_DAYS`: at-most-once records older than this are removed."""
     tools: tuple[str, ...] = ()
     """`AGENT_TOOLS`: your own tools, as `package.module:attribute` (comma-separated), each a
     `Tool`, an iterable of them, or a callable returning them; loaded beside the built-ins."""
@@ -169,6 +247,26 @@ class Settings:
     policy_file: Path | None = None
     """`AGENT_POLICY_FILE`: the worker's approval rules, `{"enforced": [...], "defaults": [...]}`:
     enforced rules come before every run's, defaults after them. Read once, at start."""
+    llm_text_tool_calls: TextCallMode = "parse"
+    """`LLM_TEXT_TOOL_CALLS`: what to do with a reply whose whole text is a tool call written as
+    text (a fenced `json` block, `<tool_call>…</tool_call>`, a bare JSON object): `parse` takes it
+    as the call(s), `warn` leaves it as text with a warning, `off` does neither."""
+    llm_parallel_tool_calls: bool = True
+    """`LLM_PARALLEL_TOOL_CALLS`: sent as `parallel_tool_calls` with the tools (llama.cpp's own
+    default is false: one call per reply)."""
+    system_prompt: str | None = field(default=None, repr=False)
+    """`AGENT_SYSTEM_PROMPT` (the text, or `@FILE`): sent as the first message of a run whose
+    conversation has no system message. Not in the repr: it may be long."""
+    llm_context_tokens: int | None = None
+    """`LLM_CONTEXT_TOKENS`: the model's context window; None: what the server says (llama.cpp's
+    `GET /props`), else 128,000."""
+    llm_summary_model: str | None = None
+    """`LLM_SUMMARY_MODEL`: the model that writes compaction summaries; None: the run's model."""
+    conversation_bytes: int = 1_400_000
+    """How big a run's conversation may grow: 1.4 MB, or with a payload store
+    (`AGENT_PAYLOAD_STORE`) `AGENT_MAX_CONVERSATION_MB` (default 64)."""
+    payload_store: bool = False
+    """Whether `AGENT_PAYLOAD_STORE` is set (every program needs the same setting)."""
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -211,10 +309,20 @@ class Settings:
             sandbox=_sandbox_mode(env),
             command_env=_env_names(env),
             command_network=(env.get("AGENT_COMMAND_NETWORK") or "").strip().lower() in _TRUE,
+            command_max_processes=_positive_int(env, "AGENT_COMMAND_MAX_PROCESSES") or 256,
+            command_max_memory_mb=_positive_int(env, "AGENT_COMMAND_MAX_MEMORY_MB") or 1024,
+            state_retention_days=_days(env, "AGENT_STATE_RETENTION_DAYS", 30.0),
             tools=_tool_specs(env),
             builtin_tools=(env.get("AGENT_BUILTIN_TOOLS") or "true").strip().lower() not in _FALSE,
             mcp_config=Path(mcp_raw).expanduser().resolve() if mcp_raw else None,
             policy_file=Path(policy_raw).expanduser().resolve() if policy_raw else None,
+            llm_text_tool_calls=_text_call_mode(env),
+            llm_parallel_tool_calls=_boolean(env, "LLM_PARALLEL_TOOL_CALLS", True),
+            system_prompt=_system_prompt(env),
+            llm_context_tokens=_positive_int(env, "LLM_CONTEXT_TOKENS"),
+            llm_summary_model=(env.get("LLM_SUMMARY_MODEL") or "").strip() or None,
+            conversation_bytes=conversation_budget_bytes(env),
+            payload_store=parse_store(env) is not None,
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:

@@ -33,6 +33,7 @@ def figure_modules() -> dict[str, Measure]:
         replay,
         sandbox,
         scale,
+        store,
     )
 
     return {
@@ -46,6 +47,7 @@ def figure_modules() -> dict[str, Measure]:
         "encryption": encryption.measure,
         "policy": policy.measure,
         "mcp": mcp.measure,
+        "store": store.measure,
     }
 
 

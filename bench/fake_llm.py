@@ -94,6 +94,10 @@ class FakeLlmServer:
                     if key.strip().lower() == "content-length":
                         length = int(value.strip())
                 body = json.loads(await reader.readexactly(length)) if length else {}
+                if not head.startswith(b"POST "):  # the client's `GET /props`: no model call
+                    writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                    await writer.drain()
+                    continue
                 self.requests += 1
                 if self.mode == "slow":
                     await self._slow(reader, writer)

@@ -17,7 +17,15 @@ from temporalio import activity
 
 from bench.bare_workflow import ACTIVITY_STEP_A, ACTIVITY_STEP_B, StepInput
 from workflows import names
-from workflows.model import ChatMessage, LlmRequest, LlmResponse, ToolCall, ToolRequest, ToolSpec
+from workflows.model import (
+    ChatMessage,
+    LlmRequest,
+    LlmResponse,
+    ToolCall,
+    ToolRequest,
+    ToolSpec,
+    WorkerSetup,
+)
 from workflows.rules import WorkerPolicy
 
 LIST_DIR = ToolSpec(name="list_dir", description="List a folder", parameters={"type": "object"})
@@ -77,6 +85,10 @@ class FakeAgent:
         async def worker_policy() -> WorkerPolicy:
             return WorkerPolicy()
 
+        @activity.defn(name=names.ACTIVITY_WORKER_SETUP)
+        async def worker_setup() -> WorkerSetup:
+            return WorkerSetup(tools=specs)
+
         @activity.defn(name=names.ACTIVITY_CALL_LLM)
         async def call_llm(request: LlmRequest) -> LlmResponse:
             if self.stop_after_first and request.round >= 1:
@@ -91,4 +103,4 @@ class FakeAgent:
             self.stamps.mark(request.workflow_id)
             return filler
 
-        return [list_tools, worker_policy, call_llm, execute_tool]
+        return [list_tools, worker_policy, worker_setup, call_llm, execute_tool]

@@ -24,6 +24,9 @@ from typing import TYPE_CHECKING
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
+from runtime.setting_error import SettingError
+from workflows.names import PLAINTEXT_METADATA
+
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
@@ -37,7 +40,7 @@ NONCE_BYTES = 12
 KEY_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
-class KeyConfigError(ValueError):
+class KeyConfigError(SettingError):
     """A key setting that cannot be used. The message names the variable, never the key."""
 
 
@@ -110,12 +113,17 @@ class EncryptionCodec(PayloadCodec):
     """AES-256-GCM over whole payloads. Without keys it encodes nothing and still recognises
     encrypted payloads, so a program without a key says which key it lacks."""
 
-    def __init__(self, keyring: Keyring | None) -> None:
+    def __init__(self, keyring: Keyring | None, *, mark_plaintext: bool = False) -> None:
+        """`mark_plaintext`: with keys, a payload found unencrypted on decoding is marked
+        (metadata `agent-plaintext`), so the workflow can refuse a signal or an update that does
+        not come from a key holder. The programs' converter marks; the codec server does not
+        (it returns such payloads unchanged)."""
         # Imported here, not at the top: a module that defines a workflow and imports this one is
         # re-imported by the workflow sandbox, which cannot load cryptography's native module twice.
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         self.keyring = keyring
+        self._mark_plaintext = mark_plaintext and keyring is not None
         self._ciphers: dict[str, AESGCM] = {
             key_id: AESGCM(key) for key_id, key in (keyring.keys if keyring else ())
         }
@@ -139,6 +147,11 @@ class EncryptionCodec(PayloadCodec):
 
     def decrypt(self, payload: Payload) -> Payload:
         if payload.metadata.get("encoding") != ENCODING:
+            if self._mark_plaintext:
+                marked = Payload()
+                marked.CopyFrom(payload)
+                marked.metadata[PLAINTEXT_METADATA] = b"1"
+                return marked
             return payload
         key_id = payload.metadata.get(KEY_ID_METADATA, b"").decode("utf-8", "replace")
         cipher = self._ciphers.get(key_id)

@@ -16,6 +16,8 @@ from temporalio.converter import DataConverter, DefaultFailureConverterWithEncod
 from temporalio.envconfig import ClientConfig
 
 from runtime.codec import EncryptionCodec, parse_keys
+from runtime.payload_store import external_storage
+from runtime.store_log import log_store_failures_once
 from workflows.converter import AgentPayloadConverter
 from workflows.names import DEFAULT_TASK_QUEUE
 
@@ -39,17 +41,29 @@ def data_converter(environ: Mapping[str, str] | None = None) -> DataConverter:
     over the failures' messages and stack traces. Without a key, payloads are written exactly as
     before; the codec is still there to name the key id of an encrypted payload it meets.
 
-    Raises KeyConfigError (a ValueError naming the variable) for a key that cannot be used.
+    With AGENT_PAYLOAD_STORE, payloads of 256 KiB and more go to that store and history holds a
+    reference (`runtime.payload_store`). The SDK applies the codec first and the store second,
+    so with a key the store only ever receives sealed payloads. A converter with a store also
+    makes the worker log a failing store once per run (`runtime.store_log`).
+
+    Raises SettingError (a ValueError naming the variable: KeyConfigError for a key,
+    PayloadStoreConfigError for a store) for a setting that cannot be used.
     """
-    keyring = parse_keys(os.environ if environ is None else environ)
+    env = os.environ if environ is None else environ
+    keyring = parse_keys(env)
+    storage = external_storage(env)
+    if storage is not None:
+        log_store_failures_once()
     base = dataclasses.replace(
-        pydantic_data_converter, payload_converter_class=AgentPayloadConverter
+        pydantic_data_converter,
+        payload_converter_class=AgentPayloadConverter,
+        external_storage=storage,
     )
     if keyring is None:
         return dataclasses.replace(base, payload_codec=EncryptionCodec(None))
     return dataclasses.replace(
         base,
-        payload_codec=EncryptionCodec(keyring),
+        payload_codec=EncryptionCodec(keyring, mark_plaintext=True),
         failure_converter_class=DefaultFailureConverterWithEncodedAttributes,
     )
 

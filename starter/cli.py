@@ -10,9 +10,9 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NoReturn
 
-from runtime.codec import KeyConfigError
 from runtime.connect import connect, connect_config, data_converter
 from runtime.process import exit_now
+from runtime.setting_error import SettingError
 from runtime.telemetry import install_quiet_runtime
 from starter import commands
 from starter.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, cannot_reach, translate
@@ -218,7 +218,7 @@ async def amain(argv: Sequence[str] | None = None) -> int:
         return cmd_add_user(args.name, args.token)
     try:
         data_converter()
-    except KeyConfigError as err:  # an encryption key that cannot be used: say which variable
+    except SettingError as err:  # a key or a payload store that cannot be used: say which variable
         out.error(str(err))
         return EXIT_USAGE
     if args.command == "demo":

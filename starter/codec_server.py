@@ -9,6 +9,10 @@ serves every namespace). `/decode` returns payloads that are not encrypted uncha
 from the browser, so the server answers CORS preflights from the UI's origin. With
 `AGENT_CODEC_TOKEN` set, every POST needs `Authorization: Bearer TOKEN`; without a token the server
 binds to loopback only, since anyone who reaches it can read every payload.
+
+With `AGENT_PAYLOAD_STORE` set (the workers' setting), `/decode` also replaces each reference to
+a stored payload with the payload itself, read from the store, so the UI and the CLI show a big
+conversation instead of where it is kept.
 """
 
 from __future__ import annotations
@@ -30,8 +34,11 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 from temporalio.api.common.v1 import Payloads
+from temporalio.converter import ExternalStorage
 
 from runtime.codec import DecryptionError, EncryptionCodec, parse_keys
+from runtime.payload_store import ENV_STORE, external_storage, resolve_references
+from runtime.store_failure import PayloadStoreError
 from starter.request_guards import (
     MIB,
     AsciiHeaders,
@@ -69,9 +76,16 @@ def _cors(origin: str | None, ui_origin: str) -> dict[str, str]:
     }
 
 
-def build_app(codec: EncryptionCodec, *, ui_origin: str, token: str | None) -> ASGIApp:
+def build_app(
+    codec: EncryptionCodec,
+    *,
+    ui_origin: str,
+    token: str | None,
+    storage: ExternalStorage | None = None,
+) -> ASGIApp:
     """The ASGI app; `token` None means no bearer token is asked for, and then only requests
-    addressed to a loopback name are answered."""
+    addressed to a loopback name are answered; with `storage`, `/decode` resolves references
+    to stored payloads first."""
     expected = f"Bearer {token}".encode() if token else None
 
     def endpoint(
@@ -98,6 +112,8 @@ def build_app(codec: EncryptionCodec, *, ui_origin: str, token: str | None) -> A
                 await transform(codec, payloads)
             except DecryptionError as err:
                 return PlainTextResponse(f"{err}\n", status_code=400, headers=cors)
+            except PayloadStoreError as err:
+                return PlainTextResponse(f"{err}\n", status_code=502, headers=cors)
             return JSONResponse(json_format.MessageToDict(payloads), headers=cors)
 
         return handle
@@ -106,6 +122,10 @@ def build_app(codec: EncryptionCodec, *, ui_origin: str, token: str | None) -> A
         await codec.encode_wrapper(payloads)
 
     async def decode(codec: EncryptionCodec, payloads: Payloads) -> None:
+        if storage is not None:
+            resolved = await resolve_references(storage, payloads.payloads)
+            del payloads.payloads[:]
+            payloads.payloads.extend(resolved)
         await codec.decode_wrapper(payloads)
 
     app: ASGIApp = Starlette(
@@ -124,12 +144,17 @@ class StartError(Exception):
     """The server cannot start as configured; the message is the one line to print."""
 
 
-def prepare(host: str, environ: Mapping[str, str]) -> tuple[EncryptionCodec, str | None]:
-    """The codec and the token, or a StartError (KeyConfigError for a bad key)."""
+def prepare(
+    host: str, environ: Mapping[str, str]
+) -> tuple[EncryptionCodec, str | None, ExternalStorage | None]:
+    """The codec, the token and the payload store, or a StartError (a SettingError for a bad
+    key or store)."""
     keyring = parse_keys(environ)
-    if keyring is None:
+    storage = external_storage(environ)
+    if keyring is None and storage is None:
         raise StartError(
-            "no encryption key: set AGENT_ENCRYPTION_KEY or AGENT_ENCRYPTION_KEYS (the worker's)"
+            "no encryption key: set AGENT_ENCRYPTION_KEY or AGENT_ENCRYPTION_KEYS (the worker's),"
+            " or AGENT_PAYLOAD_STORE to read stored payloads"
         )
     token = environ.get(ENV_TOKEN) or None
     if token is None and not is_loopback(host):
@@ -137,17 +162,17 @@ def prepare(host: str, environ: Mapping[str, str]) -> tuple[EncryptionCodec, str
             f"--host {host} is not a loopback address: set {ENV_TOKEN} so that only those with"
             " the token can read the payloads, or serve on 127.0.0.1"
         )
-    return EncryptionCodec(keyring), token
+    return EncryptionCodec(keyring), token, storage
 
 
 async def serve(host: str, port: int, ui_origin: str) -> int:
     """Serve until SIGINT or SIGTERM. Returns the exit code."""
     try:
-        codec, token = prepare(host, os.environ)
+        codec, token, storage = prepare(host, os.environ)
     except (StartError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return 2
-    app = build_app(codec, ui_origin=ui_origin.rstrip("/"), token=token)
+    app = build_app(codec, ui_origin=ui_origin.rstrip("/"), token=token, storage=storage)
     try:
         sock = listen(host, port)
     except OSError as err:
@@ -162,11 +187,12 @@ async def serve(host: str, port: int, ui_origin: str) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
-    key_ids = ", ".join(codec.keyring.ids()) if codec.keyring else ""
+    key_ids = ", ".join(codec.keyring.ids()) if codec.keyring else "none"
     # The socket listens already: connections made from now on wait in its backlog.
     print(
         f"codec server at http://{host}:{sock.getsockname()[1]} (key ids {key_ids};"
-        f" ui origin {ui_origin}; token {'required' if token else 'not required'})",
+        f" ui origin {ui_origin}; token {'required' if token else 'not required'}"
+        f"{'; payload store ' + os.environ[ENV_STORE].strip() if storage else ''})",
         flush=True,
     )
     await server.serve(sockets=[sock])

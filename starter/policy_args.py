@@ -15,11 +15,14 @@ from workflows.rules import ApprovalPolicy, Decision, PolicyRule
 
 def rule_from_spec(spec: str, decision: Decision) -> PolicyRule:
     """`run_command` → every call of the tool; `run_command:command=git status*` → calls whose
-    `command` matches the glob."""
+    `command` matches the glob. Spaces around the tool, the argument and the glob are trimmed
+    (`read_file: path=*.env` is about `path`, not ` path`)."""
     tool, sep, condition = spec.partition(":")
+    tool = tool.strip()
     when: dict[str, str] | None = None
     if sep:
         name, equals, pattern = condition.partition("=")
+        name, pattern = name.strip(), pattern.strip()
         if not equals or not name:
             raise CliError(f"--{decision} {spec!r}: expected TOOL or TOOL:ARG=GLOB")
         when = {name: pattern}

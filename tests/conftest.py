@@ -14,11 +14,11 @@ import pytest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from runtime.binaries import find_binary
 from runtime.codec import ENV_KEY, ENV_KEYS
 from runtime.connect import data_converter
 from runtime.process import exit_now
 from runtime.search_attributes import ensure_search_attributes
-from starter.demo import find_binary
 
 
 def venv_binary(name: str) -> str:

@@ -33,6 +33,19 @@ In-process (a background thread, so it keeps serving while the test's event loop
         assert len(fake.requests) == 3
         assert fake.requests[0]["messages"][0]["role"] == "user"
 
+It behaves as one of three real servers (`flavour`): `openai` (the default: a request field
+OpenAI does not know, such as llama.cpp's `return_progress`, or `parallel_tool_calls` without
+tools, is answered 400 with OpenAI's body; `GET /props` is 404; parallel calls unless
+`parallel_tool_calls` is false), `llama.cpp` (any field taken; `GET /props` answers llama.cpp's
+shape with `n_ctx`; one call per reply unless `parallel_tool_calls` is true; a `Stall` sends
+prompt-progress chunks to a streamed request that asked for `return_progress`) or `vllm`. Given
+a window (`context_tokens`), it counts tokens as bytes/3 of the request's messages and tools,
+answers a request that does not fit with that flavour's own 400 body (llama.cpp's
+`exceed_context_size_error` with `n_prompt_tokens` and `n_ctx`, OpenAI's
+`context_length_exceeded`, vLLM's "maximum context length"), stops a reply that would overflow
+the window (or `max_tokens`) at `length`, and reports the counted tokens in `usage`. Requests
+refused with a 400 are in `requests` and their bodies in `refusals`.
+
 Behaviours: `text`, `tool_calls` (several calls stream in parallel, interleaved), `Reply(...,
 force_json=True)` (answers JSON to a streaming request: the client's fallback), `Reply(...,
 finish_reason="length")` or `cut_short(...)` (a reply stopped at the token limit), `RawStream`
@@ -40,20 +53,22 @@ and `RawJson` (exactly these chunks or this body, e.g. a shape that is no chat c
 `rate_limited`,
 `server_error`, `unauthorized`, `HttpError(status, body, headers)`, `Malformed`, `CutOff`
 (stream cut off midway; `abrupt=False` ends the body cleanly but without `[DONE]`), `Slow`
-(N chunks with a delay: use it to test cancellation, then wait for `fake.disconnects`),
-`Scripted` (the default).
+(N chunks with a delay: use it to test cancellation, then wait for `fake.disconnects`), `Stall`
+(silence, or llama.cpp's progress chunks, then another behaviour: a slow prompt), `Scripted`
+(the default).
 
 As a subprocess (e.g. for a worker started as its own process):
 
-    python -m tests.fake_openai --port 8765
+    python -m tests.fake_openai --port 8765 [--flavour llama.cpp] [--context-tokens 2048]
     # prints "listening on http://127.0.0.1:8765"; serves until SIGTERM / Ctrl-C
     LLM_BASE_URL=http://127.0.0.1:8765/v1 python worker.py
 
 Any path ending in `/chat/completions` is served (so the base URL may or may not end in `/v1`).
 Over HTTP, `POST /_fake/enqueue` with a JSON list of behaviours (`{"kind": "text", "text":
 "hi"}`, kinds: text, tool_calls, reply, http_error, malformed, cut_off, slow, scripted,
-raw_stream, raw_json) queues them, and `GET /_fake/requests` returns `{"requests": [...],
-"disconnects": N, "rejected": N, "counters": {...}}`.
+raw_stream, raw_json, stall with its `then` as another such object) queues them, and
+`GET /_fake/requests` returns `{"requests": [...], "disconnects": N, "rejected": N,
+"counters": {...}}`.
 """
 
 from __future__ import annotations
@@ -61,6 +76,7 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import dataclasses
 import json
 import select
 import signal
@@ -202,7 +218,20 @@ class Scripted:
     chunk_size: int = 8
 
 
-Behaviour = Reply | HttpError | Malformed | CutOff | Slow | Scripted | RawStream | RawJson
+@dataclass
+class Stall:
+    """Silence for `seconds` (a slow server reading a long prompt), then `then`. A llama.cpp
+    server (`flavour = "llama.cpp"`) asked for `return_progress` on a streamed request instead
+    starts the stream at once and sends a prompt-progress chunk every `progress_every` seconds
+    while it stalls, as llama.cpp does."""
+
+    seconds: float = 1.0
+    then: Any = None
+    """The behaviour that follows (default: the scripted assistant)."""
+    progress_every: float = 0.2
+
+
+Behaviour = Reply | HttpError | Malformed | CutOff | Slow | Scripted | RawStream | RawJson | Stall
 
 
 def behaviour_from_json(spec: dict[str, Any]) -> Behaviour:
@@ -214,6 +243,9 @@ def behaviour_from_json(spec: dict[str, Any]) -> Behaviour:
     if kind == "tool_calls":
         calls = [tuple(c) for c in spec.pop("calls")]
         return tool_calls(*calls, **spec)
+    if kind == "stall":
+        then = spec.pop("then", None)
+        return Stall(then=behaviour_from_json(then) if then else None, **spec)
     kinds: dict[str, Callable[..., Behaviour]] = {
         "reply": Reply,
         "http_error": HttpError,
@@ -375,6 +407,167 @@ def unacceptable_arguments(body: dict[str, Any]) -> list[Any]:
 
 STRICT_REFUSAL = {"error": {"code": 500, "message": "Failed to parse tool call arguments as JSON"}}
 
+FLAVOURS = ("openai", "llama.cpp", "vllm")
+OPENAI_FIELDS = frozenset(
+    {
+        "model", "messages", "tools", "tool_choice", "parallel_tool_calls", "temperature",
+        "top_p", "n", "stream", "stream_options", "stop", "max_tokens", "max_completion_tokens",
+        "presence_penalty", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
+        "user", "seed", "response_format", "service_tier", "store", "metadata", "modalities",
+        "audio", "prediction", "reasoning_effort", "web_search_options", "functions",
+        "function_call", "verbosity", "prompt_cache_key", "safety_identifier",
+    }
+)  # fmt: skip
+"""The request fields OpenAI's chat completions take: any other is refused with a 400."""
+
+
+def openai_refusal(body: dict[str, Any]) -> dict[str, Any] | None:
+    """OpenAI's 400 body for a request it refuses before reading the conversation: a field it
+    does not know (`return_progress`, …), or `parallel_tool_calls` without tools."""
+    for name in body:
+        if name not in OPENAI_FIELDS:
+            return {
+                "error": {
+                    "message": f"Unrecognized request argument supplied: {name}",
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": None,
+                }
+            }
+    if "parallel_tool_calls" in body and not body.get("tools"):
+        return {
+            "error": {
+                "message": "Invalid value for 'parallel_tool_calls': 'parallel_tool_calls' is only"
+                " allowed when 'tools' are specified.",
+                "type": "invalid_request_error",
+                "param": "parallel_tool_calls",
+                "code": None,
+            }
+        }
+    return None
+
+
+def count_tokens(text: str) -> int:
+    """The fake's tokenizer: one token per 3 bytes of UTF-8 (at least 1)."""
+    return max(1, len(text.encode("utf-8")) // 3)
+
+
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """A request's prompt size as the fake counts it (and reports in `usage.prompt_tokens`): its
+    messages and tools as JSON."""
+    counted = json.dumps(body.get("messages") or [], ensure_ascii=False)
+    if body.get("tools"):
+        counted += json.dumps(body["tools"], ensure_ascii=False)
+    return count_tokens(counted)
+
+
+def context_refusal(
+    flavour: str, prompt: int, window: int, completion: int | None
+) -> dict[str, Any]:
+    """The provider's own 400 body for a request that does not fit in its window."""
+    if flavour == "llama.cpp":
+        return {
+            "error": {
+                "code": 400,
+                "message": f"request ({prompt} tokens) exceeds the available context size"
+                f" ({window} tokens), try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": prompt,
+                "n_ctx": window,
+            }
+        }
+    head = f"This model's maximum context length is {window} tokens. However, "
+    if completion is not None:
+        message = (
+            f"{head}you requested {prompt + completion} tokens ({prompt} in the messages,"
+            f" {completion} in the completion). Please reduce the length of the messages or"
+            " completion."
+        )
+    elif flavour == "vllm":
+        message = (
+            f"{head}you requested {prompt} tokens in the messages, Please reduce the length of"
+            " the messages."
+        )
+    else:
+        message = (
+            f"{head}your messages resulted in {prompt} tokens. Please reduce the length of the"
+            " messages."
+        )
+    if flavour == "vllm":
+        return {
+            "object": "error",
+            "message": message,
+            "type": "BadRequestError",
+            "param": None,
+            "code": 400,
+        }
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+
+
+def llama_cpp_props(n_ctx: int) -> dict[str, Any]:
+    """What llama.cpp's `GET /props` answers (the fields a client reads, and a few more)."""
+    return {
+        "default_generation_settings": {
+            "id": 0,
+            "id_task": -1,
+            "n_ctx": n_ctx,
+            "speculative": False,
+            "is_processing": False,
+            "params": {"n_predict": -1, "temperature": 0.8, "top_k": 40, "top_p": 0.95},
+        },
+        "total_slots": 1,
+        "model_path": "/models/fake-model.gguf",
+        "chat_template": "{{ messages }}",
+        "modalities": {"vision": False, "audio": False},
+        "build_info": "b0-fake",
+        "bos_token": "",
+        "eos_token": "<|im_end|>",
+    }
+
+
+def progress_chunk(total: int, processed: int, started: float) -> dict[str, Any]:
+    """llama.cpp's prompt-progress chunk (`return_progress`): an empty delta and the counts."""
+    chunk = _chunk(_delta({"role": "assistant", "content": None}))
+    chunk["system_fingerprint"] = "b0-fake"
+    chunk["prompt_progress"] = {
+        "total": total,
+        "cache": 0,
+        "processed": processed,
+        "time_ms": int((time.monotonic() - started) * 1000),
+    }
+    return chunk
+
+
+def fitted(reply: Reply, prompt: int, window: int | None, max_tokens: int | None) -> Reply:
+    """The reply as a server with this window and limit generates it: cut where the tokens run
+    out (`finish_reason: "length"`), with the usage it counted."""
+    budget = None if max_tokens is None else max_tokens
+    if window is not None:
+        budget = window - prompt if budget is None else min(budget, window - prompt)
+    pieces = [reply.text, *(arguments for _, _, arguments in reply.tool_calls)]
+    used = sum(count_tokens(piece) for piece in pieces if piece)
+    if budget is None or used <= budget:
+        return dataclasses.replace(reply, usage=(prompt, used))
+    left = max(0, budget) * 3  # bytes, roughly characters, the budget still allows
+    text = reply.text[:left]
+    left -= len(text)
+    calls = []
+    for call_id, name, arguments in reply.tool_calls:
+        if left <= 0:
+            break
+        calls.append((call_id, name, arguments[:left]))
+        left -= len(arguments)
+    return dataclasses.replace(
+        reply, text=text, tool_calls=calls, finish_reason="length", usage=(prompt, max(0, budget))
+    )
+
 
 def scripted_as_reply(body: dict[str, Any], chunk_size: int) -> Reply:
     messages = from_openai_messages(body.get("messages") or [])
@@ -467,8 +660,21 @@ class _Handler(BaseHTTPRequestHandler):
     # -- requests
 
     def do_GET(self) -> None:
-        if self.path.rstrip("/") == "/_fake/requests":
+        route = urllib.parse.urlsplit(self.path).path.rstrip("/")
+        if route == "/_fake/requests":
             self._send_json(200, self.server.snapshot())
+        elif route == "/props":
+            self.server.note("props_requests")
+            try:
+                self._pause(self.server.props_delay)
+            except ClientGone:
+                self.close_connection = True
+                return
+            props = self.server.props_answer()
+            if props is None:
+                self._send_json(404, {"error": {"message": f"no route {self.path}"}})
+            else:
+                self._send_json(200, props)
         else:
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -494,6 +700,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.reject(body, dict(self.headers.items()))
             self._send_json(500, STRICT_REFUSAL)
             return
+        refusal = self.server.refusal(body)
+        if refusal is not None:
+            self.server.refuse(body, dict(self.headers.items()), refusal)
+            self._send_json(400, refusal)
+            return
         behaviour = self.server.record(body, dict(self.headers.items()))
         try:
             self._answer(body, behaviour)
@@ -505,7 +716,11 @@ class _Handler(BaseHTTPRequestHandler):
         streaming = bool(body.get("stream"))
         if isinstance(behaviour, Scripted):
             behaviour = scripted_as_reply(body, behaviour.chunk_size)
-        if isinstance(behaviour, HttpError):
+        if isinstance(behaviour, Reply):
+            behaviour = self.server.as_generated(body, behaviour)
+        if isinstance(behaviour, Stall):
+            self._stall(body, behaviour, streaming)
+        elif isinstance(behaviour, HttpError):
             self._send_json(behaviour.status, behaviour.body or {}, behaviour.headers)
         elif isinstance(behaviour, Malformed):
             if streaming:
@@ -537,6 +752,36 @@ class _Handler(BaseHTTPRequestHandler):
             self._end_stream()
         else:
             self._send_json(200, completion_json(behaviour))
+
+    def _stall(self, body: dict[str, Any], behaviour: Stall, streaming: bool) -> None:
+        then = behaviour.then if behaviour.then is not None else Scripted()
+        progress = (
+            streaming
+            and self.server.flavour == "llama.cpp"
+            and body.get("return_progress") is True
+            and behaviour.progress_every > 0
+        )
+        if not progress:
+            self._pause(behaviour.seconds)  # not a byte: the client's read timeout runs
+            self._answer(body, then)
+            return
+        self._start_stream()
+        total = prompt_tokens(body)
+        started = time.monotonic()
+        while (elapsed := time.monotonic() - started) < behaviour.seconds:
+            processed = min(total, int(total * elapsed / behaviour.seconds))
+            self._event(progress_chunk(total, processed, started))
+            self.server.note("progress_chunks_sent")
+            self._pause(min(behaviour.progress_every, behaviour.seconds - elapsed))
+        self._event(progress_chunk(total, total, started))
+        if isinstance(then, Scripted):
+            then = scripted_as_reply(body, then.chunk_size)
+        if not isinstance(then, Reply):
+            raise TypeError("a llama.cpp stall with progress is followed by a reply")
+        for chunk in stream_chunks(self.server.as_generated(body, then)):
+            self._event(chunk)
+        self._event("[DONE]")
+        self._end_stream()
 
     def _cut_off(self, behaviour: CutOff, streaming: bool) -> None:
         if not streaming:  # promise more body than is sent, then hang up
@@ -605,6 +850,21 @@ class FakeOpenAIServer(ThreadingHTTPServer):
         self.strict = True
         self.counters: collections.Counter[str] = collections.Counter()
         self.default: Behaviour = Scripted()
+        self.flavour = "openai"
+        """Which server it behaves as: `openai` (refuses fields it does not know, `/props` is
+        404, parallel calls by default), `llama.cpp` (takes any field, answers `/props`, one
+        call per reply unless `parallel_tool_calls` is true, progress chunks on request) or
+        `vllm`. The context-exceeded 400 is each one's own body."""
+        self.context_tokens: int | None = None
+        """The model's window: a request whose prompt (see `prompt_tokens`) does not fit is
+        refused with the flavour's 400; a reply that would overflow it stops at `length`. Set,
+        the usage reports the counted tokens."""
+        self.props: dict[str, Any] | None = None
+        """What `GET /props` answers for a llama.cpp flavour (None: llama.cpp's own shape)."""
+        self.props_delay = 0.0
+        """Seconds `GET /props` takes to answer (a server that is slow to say what it is)."""
+        self.refusals: list[dict[str, Any]] = []
+        """The 400 bodies sent for requests refused before their conversation was read."""
 
     @property
     def port(self) -> int:
@@ -642,6 +902,56 @@ class FakeOpenAIServer(ThreadingHTTPServer):
             self.requests.append(body)
             self.headers.append(headers)
             self.rejections.append(body)
+
+    def props_answer(self) -> dict[str, Any] | None:
+        """The `/props` answer: llama.cpp's (with the window), or None (a 404) for others."""
+        if self.flavour != "llama.cpp":
+            return None
+        return (
+            self.props if self.props is not None else llama_cpp_props(self.context_tokens or 4096)
+        )
+
+    def refusal(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The 400 body this server answers `body` with before generating anything, if any."""
+        if self.flavour == "openai":
+            refused = openai_refusal(body)
+            if refused is not None:
+                return refused
+        window = self.context_tokens
+        if window is None:
+            return None
+        prompt = prompt_tokens(body)
+        limit = body.get("max_tokens")
+        completion = limit if isinstance(limit, int) and self.flavour != "llama.cpp" else None
+        if self.flavour == "llama.cpp" or completion is None:
+            fits = prompt < window if self.flavour == "llama.cpp" else prompt <= window
+        else:
+            fits = prompt + completion <= window
+        return None if fits else context_refusal(self.flavour, prompt, window, completion)
+
+    def refuse(self, body: dict[str, Any], headers: dict[str, str], answer: dict[str, Any]) -> None:
+        """Record a request refused with a 400; the queue is left as it is."""
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append(headers)
+            self.refusals.append(answer)
+
+    def as_generated(self, body: dict[str, Any], reply: Reply) -> Reply:
+        """A reply as this server would send it for `body`: one call only unless parallel calls
+        were asked for (llama.cpp's default) or are the default (OpenAI's); within the window."""
+        parallel = body.get("parallel_tool_calls", self.flavour != "llama.cpp")
+        if len(reply.tool_calls) > 1 and parallel is not True:
+            reply = dataclasses.replace(reply, tool_calls=list(reply.tool_calls[:1]))
+            self.note("parallel_calls_held_back")
+        if self.context_tokens is None:
+            return reply
+        limit = body.get("max_tokens")
+        return fitted(
+            reply,
+            prompt_tokens(body),
+            self.context_tokens,
+            limit if isinstance(limit, int) else None,
+        )
 
     def enqueue(self, *behaviours: Behaviour) -> None:
         with self._lock:
@@ -711,8 +1021,12 @@ def running(*behaviours: Behaviour) -> Iterator[FakeOpenAIServer]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="A fake OpenAI chat-completions server.")
     parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--flavour", choices=FLAVOURS, default="openai", help="which server")
+    parser.add_argument("--context-tokens", type=int, default=None, help="the model's window")
     args = parser.parse_args(argv)
     server = FakeOpenAIServer(args.port)
+    server.flavour = args.flavour
+    server.context_tokens = args.context_tokens
 
     def stop(signum: int, frame: object) -> None:
         raise SystemExit(0)

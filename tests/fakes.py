@@ -18,29 +18,49 @@ from workflows.model import (
     ChatMessage,
     LlmRequest,
     LlmResponse,
+    SummaryRequest,
+    SummaryResponse,
     ToolCall,
     ToolRequest,
     ToolSpec,
     Usage,
+    WorkerSetup,
 )
 from workflows.rules import WorkerPolicy
 
+
+def _takes(*names: str) -> dict[str, Any]:
+    """A JSON schema of string parameters (rules may name only parameters a tool declares)."""
+    return {"type": "object", "properties": {n: {"type": "string"} for n in names}}
+
+
 TOOL_SPECS = [
-    ToolSpec(name="list_dir", description="List a folder", parameters={"type": "object"}),
-    ToolSpec(name="read_file", description="Read a file", parameters={"type": "object"}),
+    ToolSpec(
+        name="list_dir",
+        description="List a folder",
+        parameters=_takes("path"),
+        path_parameters=["path"],
+    ),
+    ToolSpec(
+        name="read_file",
+        description="Read a file",
+        parameters=_takes("path"),
+        path_parameters=["path"],
+    ),
     ToolSpec(
         name="run_command",
         description="Run a shell command",
-        parameters={"type": "object"},
+        parameters=_takes("command"),
         requires_approval=True,
         safe_to_retry=False,
     ),
     ToolSpec(
         name="delete_path",
         description="Delete a path",
-        parameters={"type": "object"},
+        parameters=_takes("path"),
         requires_approval=True,
         safe_to_retry=False,
+        path_parameters=["path"],
     ),
 ]
 
@@ -82,6 +102,10 @@ class FakeAgentActivities:
     llm_prefixes: list[list[ChatMessage]] = field(default_factory=list)
     worker_rules: WorkerPolicy = field(default_factory=WorkerPolicy)
     """What the `worker_policy` activity answers (the worker's `AGENT_POLICY_FILE`)."""
+    context_tokens: int = 100_000_000
+    """The model's window `worker_setup` reports (by default too big to matter: tests of the
+    window set their own)."""
+    summary_requests: list[SummaryRequest] = field(default_factory=list)
 
     def activities(self) -> list[Callable[..., Any]]:
         @activity.defn(name=names.ACTIVITY_LIST_TOOLS)
@@ -92,13 +116,26 @@ class FakeAgentActivities:
         async def worker_policy() -> WorkerPolicy:
             return self.worker_rules
 
+        @activity.defn(name=names.ACTIVITY_WORKER_SETUP)
+        async def worker_setup() -> WorkerSetup:
+            return WorkerSetup(
+                tools=self.specs, policy=self.worker_rules, context_tokens=self.context_tokens
+            )
+
+        @activity.defn(name=names.ACTIVITY_SUMMARIZE)
+        async def summarize_conversation(request: SummaryRequest) -> SummaryResponse:
+            self.summary_requests.append(request)
+            covered = request.last - request.first
+            return SummaryResponse(text=f"summary #{len(self.summary_requests)} of {covered}")
+
         @activity.defn(name=names.ACTIVITY_CALL_LLM)
         async def call_llm(request: LlmRequest) -> LlmResponse:
             self.llm_requests.append(request)
             index = len(self.llm_requests) - 1
             if self.client is not None:
                 handle = self.client.get_workflow_handle(request.workflow_id, run_id=request.run_id)
-                history = await handle.query(names.QUERY_MESSAGES, result_type=list[ChatMessage])
+                query = names.QUERY_MODEL_VIEW if request.view else names.QUERY_MESSAGES
+                history = await handle.query(query, result_type=list[ChatMessage])
                 self.llm_prefixes.append(history[: request.message_count])
             try:
                 await self._sleep_heartbeating(self.llm_delay)
@@ -126,7 +163,14 @@ class FakeAgentActivities:
                 raise ApplicationError("boom", non_retryable=True)
             return f'{{"ok": true, "data": "ran {request.name} {request.call_id}"}}'
 
-        return [list_tools, worker_policy, call_llm, execute_tool]
+        return [
+            list_tools,
+            worker_policy,
+            worker_setup,
+            call_llm,
+            summarize_conversation,
+            execute_tool,
+        ]
 
     @staticmethod
     async def _sleep_heartbeating(seconds: float) -> None:

@@ -5,6 +5,8 @@
 
 Tools: `echo` (read-only, structured result), `environment` (read-only: the names of the
 variables it was started with), `pid` (read-only), `wait` (read-only: sleeps, for cancellation),
+`look` (read-only: a file's text, or why it cannot be read), `surroundings` (read-only: its
+working directory, HOME and network interfaces),
 `note` (no annotations: writes a line to the file named by NOTES_FILE, so it needs approval),
 `crash` (like `note`, then the server dies before it answers),
 `fail` (read-only, always `isError`), and `odd.name/with spaces` (a name the model cannot take
@@ -44,6 +46,26 @@ def environment() -> str:
 def pid() -> str:
     """This server's process id."""
     return str(os.getpid())
+
+
+@server.tool(annotations=READ_ONLY, structured_output=False)
+def look(path: str) -> str:
+    """The text of a file, or the reason it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        return f"cannot read: {err.strerror}"
+
+
+@server.tool(annotations=READ_ONLY)
+def surroundings() -> dict[str, Any]:
+    """Where this server runs: its working directory, HOME, and its network interfaces."""
+    lines = Path("/proc/net/dev").read_text().splitlines()[2:]
+    return {
+        "cwd": os.getcwd(),
+        "home": os.environ.get("HOME", ""),
+        "interfaces": sorted(line.split(":")[0].strip() for line in lines),
+    }
 
 
 @server.tool(annotations=READ_ONLY, structured_output=False)

@@ -1,37 +1,40 @@
 """AgentWorkflow: the durable tool-calling loop with approval, resume and cancellation.
 
 One iteration, in priority order: cancel > apply answers (resume) > max rounds > call the model.
-The workflow never does I/O: every model call and every tool execution is an activity. Its state
-is one object (`AgentState`), handed to the next generation as it is at continue-as-new; the
-rules it follows are plain functions and small classes beside it (`approvals`, `reconstruction`,
-`bounds`, `inputs`), and so are the inbox (`inbox`) and the live stream (`live_stream`).
+The workflow never does I/O: every model call and every tool execution is an activity
+(`activity_calls`). Its state is one object (`AgentState`), handed to the next generation as it
+is at continue-as-new (`state`). Each concept has one owner beside the loop: the messages
+(`conversation.Conversation`), the answers and the rules' decisions (`approvals.Approvals`), the
+event log (`event_log`), the live stream (`live_stream`), what the Temporal UI and the inbox see
+(`visibility`); the rules a run follows come from its release, read once (`versions`, `bounds`).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.common import RawValue, RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.common import RawValue
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from workflows import activity_calls as calls
     from workflows import bounds, names
     from workflows.approvals import Approvals
-    from workflows.conversation import call_ids, pending_calls, unique_call_ids
+    from workflows.batch import Batch, InFlight
+    from workflows.bounds import Limits
+    from workflows.compaction import Compactor
+    from workflows.conversation import Conversation
     from workflows.event_log import EventLog, preview
-    from workflows.inbox import Inbox, describe_waiting
     from workflows.inputs import (
         Parsed,
-        parse_approval,
+        decode,
         parse_approval_policy,
         parse_cancel,
         parse_user_message,
     )
-    from workflows.intake import decode
     from workflows.live_stream import STREAM_PUBLISH_SIGNAL, LiveStream
     from workflows.model import (
         AgentEvent,
@@ -39,12 +42,10 @@ with workflow.unsafe.imports_passed_through():
         AgentRunResult,
         AgentState,
         AgentStatus,
-        ApprovalEvent,
-        ApprovalRecord,
-        ApprovalSource,
         ApprovalWait,
         AwaitingApprovalEvent,
         BaseEvent,
+        CancelRequest,
         ChatMessage,
         ErrorEvent,
         FinishedEvent,
@@ -56,140 +57,124 @@ with workflow.unsafe.imports_passed_through():
         TextDeltaEvent,
         ToolApprovalResponse,
         ToolCall,
-        ToolCallEvent,
-        ToolRequest,
-        ToolResultEvent,
-        ToolSpec,
         WarningEvent,
     )
-    from workflows.policy import edited_call, remember, remembered_rule, with_call
-    from workflows.reconstruction import Execute, Respond, plan_resume
-    from workflows.rules import PolicyView, WorkerPolicy
-    from workflows.state import initial_state
-    from workflows.tool_results import bound_text, envelope_error, framework_error_message
+    from workflows.notices import (
+        APPROVAL_TIMED_OUT,
+        CANCELLED_MESSAGE,
+        cancel_message,
+        length_warning,
+        round_limit_warning,
+    )
+    from workflows.reconstruction import plan_resume
+    from workflows.rules import PolicyView
+    from workflows.state import handover, initial_state
+    from workflows.versions import Behaviour
+    from workflows.visibility import Visibility, describe_waiting
 
-CANCELLED_MESSAGE = "Agent run cancelled"
-APPROVAL_TIMED_OUT = "Approval timed out"
-INTERRUPTED_TOOL = f"Cancelled: {CANCELLED_MESSAGE}; the tool may not have run"
-TOOL_CONTENT_LIMIT = bounds.TOOL_CONTENT_CHARS
-MAX_CONVERSATION_BYTES = bounds.MAX_CONVERSATION_BYTES
 MAX_GENERATION_BYTES = 3_500_000
 """Continue as new once a generation's history is this big, even before Temporal suggests it."""
-HARDENED = "hardened-loop-1"
-"""`workflow.patched` id of the loop that renames reused call ids, never asks a person about a
-call that cannot run, bounds replies and batches and checks the conversation's size at start.
-Runs recorded before it replay without these rules."""
-APPROVAL_POLICY = "approval-policy-1"
-"""`workflow.patched` id of reading the worker's approval rules (the `worker_policy` activity)
-at a run's start. Runs recorded before it replay without the worker's rules."""
-
-HEARTBEAT_TIMEOUT = timedelta(seconds=20)
-"""Activities heartbeat every 0.5 s; a worker that dies mid-activity is noticed after this."""
-
-LLM_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=60),
-    maximum_attempts=8,
-)
-
-
-def _tool_retry(spec: ToolSpec | None) -> RetryPolicy:
-    # A tool that is not safe to retry gets exactly one attempt: an interrupted attempt becomes
-    # an error result the model sees, never a second execution.
-    safe = spec.safe_to_retry if spec is not None else False
-    return RetryPolicy(maximum_attempts=3 if safe else 1, initial_interval=timedelta(seconds=1))
-
-
-def _failure_detail(err: ActivityError) -> str:
-    """What went wrong in a failed activity, in the words of the error it raised."""
-    cause = err.cause
-    return cause.message if isinstance(cause, ApplicationError) else str(cause or err)
-
-
-def _too_large(size: int, reply: int | None = None) -> str:
-    what = (
-        f"the model's reply of {reply} bytes brings it to {size} bytes"
-        if reply
-        else f"{size} bytes"
-    )
-    return (
-        f"Conversation too large: {what}, more than {MAX_CONVERSATION_BYTES};"
-        " start a new run with a shorter history"
-    )
-
-
-def _cancellation_of(err: BaseException) -> bool:
-    return isinstance(err, asyncio.CancelledError) or (
-        isinstance(err, ActivityError) and isinstance(err.cause, CancelledError)
-    )
 
 
 @workflow.defn(name=names.WORKFLOW_TYPE)
 class AgentWorkflow:
     @workflow.init
     def __init__(self, input: AgentRunInput) -> None:
-        self._state: AgentState = initial_state(input)
-        self._hardened = workflow.patched(HARDENED)
-        self._reads_worker_policy = workflow.patched(APPROVAL_POLICY)
+        info = workflow.info()
+        self._behaviour = Behaviour.of_this_run()
+        self._limits = Limits() if self._behaviour.hardened else Limits.first_release()
+        self._state: AgentState
+        self._state, self._refused = initial_state(
+            input,
+            continued=info.continued_run_id is not None,
+            strict=self._behaviour.trust_and_time,
+        )
+        self._sealed_only = self._behaviour.trust_and_time
         self._log = EventLog(self._state)
-        self._approvals = Approvals(self._state, hardened=self._hardened)
-        self._inbox = Inbox()
+        self._conversation = Conversation(self._state, self._limits)
+        self._approvals = Approvals(
+            self._state,
+            self._conversation,
+            behaviour=self._behaviour,
+            limits=self._limits,
+            run_id=info.first_execution_run_id,
+            emit=self._emit,
+            warn=self._warn,
+            now=workflow.now,
+            after_answer=self._show_waiting,
+        )
+        self._compactor = Compactor(
+            self._state, self._conversation, self._emit, self._approvals.offered_specs
+        )
+        self._visibility = Visibility()
         # Bookkeeping of this generation only (never carried):
         self._phase: Phase = "running"
         self._finish_reason: FinishReason | None = None
         self._error: str | None = None
-        self._inflight: dict[str, workflow.ActivityHandle[Any]] = {}
-        self._batch: list[ToolCall] = []
-        self._batch_results: dict[str, str] = {}
-        self._sized_count = 0
-        self._sized_bytes = 0
-        self._live = LiveStream(self._state.stream, self._warn)
+        self._inflight = InFlight()
+        self._batch = Batch(
+            self._conversation,
+            self._approvals,
+            self._limits,
+            self._inflight,
+            self._emit,
+            cancel_requested=lambda: self._state.cancel is not None,
+        )
+        self._live = LiveStream(self._state.stream, self._warn, sealed_only=self._sealed_only)
 
     # ------------------------------------------------------------------ run
 
     @workflow.run
     async def run(self, input: AgentRunInput) -> AgentRunResult:
         try:
+            if self._refused is not None:
+                raise ApplicationError(
+                    self._refused, type="InvalidAgentRunInput", non_retryable=True
+                )
             result = await self._prepare() or await self._loop()
             await self._live.close()
             return result
         except BaseException as err:
-            if not _cancellation_of(err) or self._finish_reason is not None:
+            if not calls.is_cancellation(err) or self._finish_reason is not None:
                 raise
             # Temporal's own cancellation (`temporal workflow cancel`): end as a cancel signal
             # does, then let the execution close as Canceled.
-            self._close_interrupted_batch()
+            self._batch.close_interrupted()
             self._finish("cancelled", CANCELLED_MESSAGE)
             await self._live.close()
             raise
 
     async def _prepare(self) -> AgentRunResult | None:
         """Read what a run needs once (the worker's tools and rules; carried afterwards) and, in
-        the first generation, check the input. A result when the run ends right there."""
+        the first generation, check the input and let the calls it brings through the gate. A
+        result when the run ends right there."""
         state = self._state
-        if state.tool_specs is None:
-            specs = await workflow.execute_activity(
-                names.ACTIVITY_LIST_TOOLS,
-                result_type=list[ToolSpec],
-                start_to_close_timeout=timedelta(seconds=30),
-                summary="list the worker's tools",
-            )
-            self._approvals.know_tools(specs)
-        if self._reads_worker_policy and state.worker_policy is None:
-            state.worker_policy = await workflow.execute_activity(
-                names.ACTIVITY_WORKER_POLICY,
-                result_type=WorkerPolicy,
-                start_to_close_timeout=timedelta(seconds=30),
-                summary="read the worker's approval rules",
-            )
+        if self._behaviour.trust_and_time:
+            if state.setup is None:
+                state.setup = await calls.worker_setup()
+                self._approvals.know_tools(state.setup.tools)
+                state.worker_policy = state.setup.policy
+                self._compactor.start(state.setup)
+        else:
+            if state.tool_specs is None:
+                self._approvals.know_tools(await calls.list_tools())
+            if self._behaviour.worker_policy and state.worker_policy is None:
+                state.worker_policy = await calls.worker_policy()
         if state.generation > 0:
             return None
+        if problem := self._approvals.unmatchable(state.run_rules):
+            raise ApplicationError(
+                f"Invalid AgentRunInput: options.approval_policy: {problem}",
+                type="InvalidAgentRunInput",
+                non_retryable=True,
+            )
         self._warn_unknown_options()
-        size = self._conversation_bytes()
-        if self._hardened and size > MAX_CONVERSATION_BYTES:
-            return self._finish("error", _too_large(size))
-        self._apply_seed_responses()
+        if self._limits.strict_sizes and (problem := self._conversation.too_large()):
+            return self._finish("error", problem)
+        if self._behaviour.trust_and_time:
+            # Calls the input brings pass the same gate as the model's: the rules first.
+            self._approvals.admit(self._conversation.pending())
+        self._approvals.apply_seed(state.options.tool_approval_responses, finished=False)
         return None
 
     async def _loop(self) -> AgentRunResult:
@@ -197,7 +182,7 @@ class AgentWorkflow:
         while True:
             # 1. Cancel requested: nothing else runs.
             if state.cancel is not None:
-                return self._finish("cancelled", CANCELLED_MESSAGE)
+                return self._finish("cancelled", self._cancel_message(state.cancel))
             if self._should_continue_as_new():
                 await self._continue_as_new()
             # A session between turns (`keep_alive`): wait for the next message.
@@ -206,22 +191,22 @@ class AgentWorkflow:
                     return self._finish("stop")
                 continue  # a message (a new turn), a cancel, or continue-as-new
             # 2. Answers to apply (or a batch that needs none): resume from the messages.
-            pending = pending_calls(state.messages)
+            pending = self._conversation.pending()
             if pending:
                 if state.seed_mode or not self._approvals.unanswered(pending):
-                    await self._resume(pending)
+                    await self._run_batch(pending)
                     state.round += 1
                     continue
                 timed_out = await self._wait_for_answers(pending)
                 if timed_out and state.options.on_approval_timeout == "cancel":
                     return self._finish("cancelled", APPROVAL_TIMED_OUT)
                 continue
-            self._flush_held_messages()
+            self._conversation.flush_held()
             # 3. Round limit.
             if state.round >= state.options.max_rounds:
-                return self._finish("max_rounds")
+                return self._finish_at_round_limit()
             # 4. Call the model.
-            response = await self._call_llm()
+            response = await self._ask_model()
             if response is None:
                 if self._finish_reason is not None:
                     return self._result()
@@ -239,97 +224,84 @@ class AgentWorkflow:
 
     # ------------------------------------------------------------ the model
 
-    async def _call_llm(self) -> LlmResponse | None:
+    async def _ask_model(self) -> LlmResponse | None:
+        """One model call; the reply joins the conversation. None when the run ended (an error)
+        or a cancel interrupted the call."""
         state = self._state
-        size = self._conversation_bytes()
-        if size > MAX_CONVERSATION_BYTES:
-            self._finish("error", _too_large(size))
+        if problem := self._conversation.too_large():
+            self._finish("error", problem)
             return None
         self._set_phase("running", f"round {state.round}: waiting for the model")
+        if problem := await self._compactor.fit():
+            self._finish("error", problem)
+            return None
         info = workflow.info()
-        request = LlmRequest(
-            workflow_id=info.workflow_id,
-            run_id=info.run_id,
-            message_count=len(state.messages),
-            round=state.round,
-            tools=self._approvals.allowed_tools(),
-            model=state.options.model,
-            temperature=state.options.temperature,
-            max_tokens=state.options.max_tokens,
+        sent = len(state.messages)
+        handle = calls.start_llm(
+            LlmRequest(
+                workflow_id=info.workflow_id,
+                run_id=info.run_id,
+                message_count=len(self._compactor.view()) if self._compactor.active else sent,
+                round=state.round,
+                tools=self._approvals.allowed_tools(),
+                model=state.options.model,
+                temperature=state.options.temperature,
+                max_tokens=state.options.max_tokens,
+                view=self._compactor.active,
+            )
         )
-        handle = workflow.start_activity(
-            names.ACTIVITY_CALL_LLM,
-            request,
-            result_type=LlmResponse,
-            start_to_close_timeout=timedelta(minutes=10),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=LLM_RETRY,
-            summary=f"llm round {state.round}",
-        )
-        self._inflight["llm"] = handle
+        self._inflight.add("llm", handle)
         try:
             response: LlmResponse = await handle
         except ActivityError as err:
-            if _cancellation_of(err):
+            if calls.is_cancellation(err):
                 if state.cancel is None:
                     raise  # Temporal's own cancellation: run() ends the run as cancelled
                 return None
-            self._finish("error", f"LLM call failed: {_failure_detail(err)}")
+            detail = calls.failure_detail(err)
+            named = calls.context_exceeded(err) if self._compactor.active else None
+            if named is not None:
+                # Too long for the model: a lower window, a smaller view, the call again.
+                if (problem := self._compactor.too_long(named, detail, sent)) is None:
+                    return None
+                self._finish("error", problem)
+                return None
+            self._finish("error", f"LLM call failed: {detail}")
             return None
         finally:
-            self._inflight.pop("llm", None)
+            self._inflight.remove("llm")
+        self._compactor.learn(response.usage, sent)
+        return response if self._take_reply(response) else None
+
+    def _take_reply(self, response: LlmResponse) -> bool:
+        """The reply joins the conversation and its calls pass the gate. False when it cannot
+        (the run ended)."""
+        state = self._state
         state.usage = state.usage + response.usage
-        message = self._assistant_message(response)
+        message = self._conversation.reply(
+            response.message.content, response.message.tool_calls or [], state.round
+        )
         if message.content:
             self._emit(TextDeltaEvent(delta=preview(message.content)))
-        if self._hardened:
+        if self._limits.strict_sizes:
             added = bounds.json_bytes(message)
-            if size + added > MAX_CONVERSATION_BYTES:
-                self._finish("error", _too_large(size + added, reply=added))
-                return None
-        state.messages.append(message)
-        calls = message.tool_calls or []
-        verdicts = {call.id: self._approvals.verdict(call) for call in calls}
-        state.asked.extend(
-            c.id
-            for c in calls
-            if (v := verdicts[c.id]) and v.decision == "ask" and v.rule is not None
-        )
-        for call in calls:
-            verdict = verdicts[call.id]
-            self._emit(
-                ToolCallEvent(
-                    call_id=call.id,
-                    name=call.name,
-                    arguments=bounds.event_arguments(call.arguments),
-                    requires_approval=verdict is not None and verdict.decision == "ask",
-                )
-            )
-        for call in calls:
-            self._decide_by_rule(call, verdicts[call.id])
+            if problem := self._conversation.too_large(added, reply=added):
+                self._finish("error", problem)
+                return False
+        self._conversation.append(message)
+        for warning in response.warnings:
+            self._warn(warning)
+        calls_made = message.tool_calls or []
+        if response.finish_reason == "length" and self._behaviour.trust_and_time:
+            state.cut_off.update({call.id: response.max_tokens for call in calls_made})
+        self._approvals.admit(calls_made, from_text=response.calls_from_text)
         if response.finish_reason == "length":
-            self._warn(
-                "the model stopped at its token limit (finish_reason 'length'): its reply may be"
-                " cut off; a call whose arguments were cut off is answered as invalid"
-                " without asking anyone"
-            )
-        return response
-
-    def _assistant_message(self, response: LlmResponse) -> ChatMessage:
-        """The reply as the conversation keeps it: every call with an id no other call of the
-        run has (renamed deterministically), so an answer is for one call only."""
-        calls = response.message.tool_calls or []
-        prefix = f"call_r{self._state.round}"
-        if self._hardened:
-            taken = call_ids(self._state.messages)
-            calls = unique_call_ids(calls, prefix, taken, bounds.MAX_CALL_ID_CHARS)
-        else:
-            calls = unique_call_ids(calls, prefix)
-        return ChatMessage.assistant(response.message.content, calls)
+            self._warn(length_warning(response, say_which_limit=self._behaviour.trust_and_time))
+        return True
 
     # -------------------------------------------------------------- tools
 
-    async def _resume(self, pending: list[ToolCall]) -> None:
+    async def _run_batch(self, pending: list[ToolCall]) -> None:
         """Run the approved and unguarded calls in parallel, answer the rest, in call order."""
         state = self._state
         self._set_phase("running", f"round {state.round}: running {len(pending)} tool call(s)")
@@ -339,89 +311,14 @@ class AgentWorkflow:
             state.answers,
             self._approvals.requires_approval,
             allowed.__contains__,
-            max_runs=bounds.MAX_CALLS_PER_REPLY if self._hardened else None,
-            max_argument_chars=bounds.MAX_ARGUMENT_CHARS if self._hardened else None,
+            max_runs=self._limits.max_calls_per_reply,
+            max_argument_chars=self._limits.max_argument_chars,
+            refuse=self._approvals.refusal if self._behaviour.trust_and_time else None,
         )
-        self._batch, self._batch_results = pending, {}
-        for step in steps:
-            if isinstance(step, Respond):
-                self._batch_results[step.call.id] = step.content
-        executions = [s for s in steps if isinstance(s, Execute)]
-        if self._hardened:
-            slots = asyncio.Semaphore(bounds.MAX_PARALLEL_TOOLS)
-
-            async def bounded(step: Execute) -> None:
-                async with slots:
-                    await self._execute(step)
-
-            await asyncio.gather(*(bounded(s) for s in executions))
-        else:
-            await asyncio.gather(*(self._execute(s) for s in executions))
-        self._append_batch()
-        state.answers.clear()
-        state.seed_mode = False
+        await self._batch.run(pending, steps)
+        self._approvals.batch_done()
         state.approval_wait = None
-        self._flush_held_messages()
-
-    async def _execute(self, step: Execute) -> None:
-        call = step.call
-        spec = self._approvals.spec(call.name)
-        info = workflow.info()
-        handle = workflow.start_activity(
-            names.ACTIVITY_EXECUTE_TOOL,
-            ToolRequest(
-                workflow_id=info.workflow_id,
-                call_id=call.id,
-                name=call.name,
-                arguments=step.arguments,
-                run_key=info.first_execution_run_id,
-            ),
-            result_type=str,
-            start_to_close_timeout=timedelta(minutes=5),
-            heartbeat_timeout=HEARTBEAT_TIMEOUT,
-            retry_policy=_tool_retry(spec),
-            summary=f"tool {call.name} {call.id}",
-        )
-        self._inflight[f"tool:{call.id}"] = handle
-        try:
-            content = await handle
-        except ActivityError as err:
-            if _cancellation_of(err):
-                if self._state.cancel is None:
-                    raise  # Temporal's own cancellation: run() ends the run as cancelled
-                return  # _append_batch answers it as cancelled
-            detail = _failure_detail(err)
-            if spec is not None and not spec.safe_to_retry:
-                detail += (
-                    "; this tool is not safe to retry, so it was not run again"
-                    " (it may or may not have taken effect)"
-                )
-            content = framework_error_message(f"tool execution failed: {detail}")
-        finally:
-            self._inflight.pop(f"tool:{call.id}", None)
-        self._batch_results[call.id] = content
-
-    def _append_batch(self) -> None:
-        results = [self._batch_results.get(call.id) for call in self._batch]
-        contents = [
-            bound_text(envelope_error(INTERRUPTED_TOOL) if r is None else r, TOOL_CONTENT_LIMIT)
-            for r in results
-        ]
-        if self._hardened:
-            # The whole batch is appended at once (the ordering invariant): cut it to what the
-            # conversation budget leaves, so no later payload outgrows Temporal's limit.
-            room = MAX_CONVERSATION_BYTES - self._conversation_bytes() - 200 * len(contents)
-            contents = bounds.fit_batch(contents, max(0, room) // 2)
-        for call, content in zip(self._batch, contents, strict=True):
-            self._state.messages.append(ChatMessage.tool(call, content))
-            self._emit(ToolResultEvent(call_id=call.id, name=call.name, content=preview(content)))
-        self._batch, self._batch_results = [], {}
-
-    def _close_interrupted_batch(self) -> None:
-        """On a cancel that interrupted tools: answer every call of the batch, so the invariant
-        holds (finished ones with their result, the others as cancelled)."""
-        if self._batch:
-            self._append_batch()
+        self._conversation.flush_held()
 
     # ------------------------------------------------------------ waiting
 
@@ -457,7 +354,7 @@ class AgentWorkflow:
         except TimeoutError:
             if state.options.on_approval_timeout == "reject":
                 for call in self._approvals.unanswered(pending):
-                    self._record_answer(
+                    self._approvals.answer(
                         ToolApprovalResponse(
                             call_id=call.id, approved=False, reason=APPROVAL_TIMED_OUT
                         ),
@@ -506,21 +403,22 @@ class AgentWorkflow:
         if handler is None:
             self._warn(f"unknown signal '{bounds.shown(name)}' ignored")
             return
-        payload, error = decode(args, optional=name == names.SIGNAL_CANCEL)
+        payload, error = decode(
+            args, optional=name == names.SIGNAL_CANCEL, sealed_only=self._sealed_only
+        )
         if error is not None:
             self._warn(f"{name}: {error}; signal ignored")
             return
         handler(payload)
 
     def _on_tool_approval(self, payload: object) -> None:
-        response = self._accept(names.SIGNAL_TOOL_APPROVAL, parse_approval(payload))
-        if response is None:
+        taken = self._approvals.receive(payload, finished=self._finished)
+        if taken.note:
+            self._warn(f"{names.SIGNAL_TOOL_APPROVAL}: {taken.note}")
+        if taken.response is None:
+            self._warn(f"{names.SIGNAL_TOOL_APPROVAL}: {taken.problem}; ignored")
             return
-        problem = self._approvals.problem(response.call_id, finished=self._finished)
-        if problem is not None:
-            self._warn(f"tool_approval: {problem}; ignored")
-            return
-        self._record_answer(response)
+        self._approvals.answer(taken.response)
 
     def _on_cancel(self, payload: object) -> None:
         request = self._accept(names.SIGNAL_CANCEL, parse_cancel(payload))
@@ -531,8 +429,7 @@ class AgentWorkflow:
             return  # cancel twice: harmless (only an upgrade to immediate changes anything)
         self._state.cancel = request
         if request.immediate:
-            for handle in list(self._inflight.values()):
-                handle.cancel()
+            self._inflight.cancel_all()
 
     def _on_send_message(self, payload: object) -> None:
         message = self._accept(names.SIGNAL_SEND_MESSAGE, parse_user_message(payload))
@@ -541,16 +438,9 @@ class AgentWorkflow:
         if self._finished:
             self._warn("send_message: the run has finished; message ignored")
             return
-        held = self._state.held_messages
-        size = self._conversation_bytes() + sum(bounds.json_bytes(m) for m in held)
-        added = bounds.json_bytes(message)
-        if size + added > MAX_CONVERSATION_BYTES:
-            self._warn(
-                f"send_message: a message of {added} bytes would bring the conversation to"
-                f" {size + added} bytes, more than {MAX_CONVERSATION_BYTES}; message ignored"
-            )
-            return
-        held.append(message)
+        problem = self._conversation.hold(message)
+        if problem is not None:
+            self._warn(f"send_message: {problem}; message ignored")
 
     @workflow.signal(name=STREAM_PUBLISH_SIGNAL)
     def _stream_publish(self, payload: RawValue) -> None:
@@ -560,8 +450,7 @@ class AgentWorkflow:
 
     @workflow.update(name=names.UPDATE_SUBMIT_APPROVAL)
     def submit_approval(self, payload: RawValue) -> list[ToolCall]:
-        response = self._validated_approval(payload)
-        self._record_answer(response)
+        self._approvals.answer(self._validated_approval(payload))
         return self._approvals.waiting()
 
     @submit_approval.validator
@@ -569,23 +458,19 @@ class AgentWorkflow:
         self._validated_approval(payload)
 
     def _validated_approval(self, payload: RawValue) -> ToolApprovalResponse:
-        value, error = decode([payload], optional=False)
+        value, error = decode([payload], optional=False, sealed_only=self._sealed_only)
         if error is not None:
             raise ApplicationError(error, type="InvalidApproval", non_retryable=True)
-        parsed = parse_approval(value)
-        if parsed.value is None:
-            raise ApplicationError(str(parsed.error), type="InvalidApproval", non_retryable=True)
-        problem = self._approvals.problem(parsed.value.call_id, finished=self._finished)
-        if problem is not None:
-            raise ApplicationError(problem, type="InvalidApproval", non_retryable=True)
-        return parsed.value
+        taken = self._approvals.receive(value, finished=self._finished)
+        if taken.response is None:
+            raise ApplicationError(str(taken.problem), type="InvalidApproval", non_retryable=True)
+        return taken.response
 
     @workflow.update(name=names.UPDATE_SET_APPROVAL_POLICY)
     def set_approval_policy(self, payload: RawValue) -> PolicyView:
         """Replace the run's rules (remembered ones included); calls waiting for a person that
         the new rules decide are decided at once. Returns the effective rules."""
-        self._state.run_rules = list(self._validated_policy(payload))
-        self._decide_waiting_by_rules()
+        self._approvals.set_run_rules(self._validated_policy(payload))
         return self._approvals.view()
 
     @set_approval_policy.validator
@@ -597,11 +482,13 @@ class AgentWorkflow:
             raise ApplicationError(
                 "the run has finished", type="InvalidApprovalPolicy", non_retryable=True
             )
-        value, error = decode([payload], optional=False)
+        value, error = decode([payload], optional=False, sealed_only=self._sealed_only)
         parsed = parse_approval_policy(value) if error is None else None
         if parsed is None or parsed.value is None:
             why = str(error) if parsed is None else str(parsed.error)
             raise ApplicationError(why, type="InvalidApprovalPolicy", non_retryable=True)
+        if problem := self._approvals.unmatchable(parsed.value.rules):
+            raise ApplicationError(problem, type="InvalidApprovalPolicy", non_retryable=True)
         return list(parsed.value.rules)
 
     @workflow.query(name=names.QUERY_POLICY)
@@ -619,7 +506,8 @@ class AgentWorkflow:
             finish_reason=self._finish_reason,
             cancel_requested=state.cancel is not None,
             awaiting_since=state.approval_wait.since if awaiting and state.approval_wait else None,
-            decided=[] if self._finished else list(state.answers.values()),
+            decided=[] if self._finished else self._approvals.decided(),
+            run_id=workflow.info().first_execution_run_id,
         )
 
     @workflow.query(name=names.QUERY_EVENTS)
@@ -628,7 +516,13 @@ class AgentWorkflow:
 
     @workflow.query(name=names.QUERY_MESSAGES)
     def messages(self) -> list[ChatMessage]:
+        """The record: every message of the run, compaction markers in place."""
         return self._state.messages
+
+    @workflow.query(name=names.QUERY_MODEL_VIEW)
+    def model_view(self) -> list[ChatMessage]:
+        """What the model is sent now (the record, compacted to fit its window)."""
+        return self._compactor.view()
 
     # ------------------------------------------------------------ helpers
 
@@ -644,97 +538,12 @@ class AgentWorkflow:
             self._warn(f"{signal}: {parsed.note}")
         return parsed.value
 
-    def _record_answer(
-        self,
-        response: ToolApprovalResponse,
-        *,
-        source: ApprovalSource = "person",
-        rule: int | None = None,
-    ) -> None:
-        state = self._state
-        record = ApprovalRecord(
-            call_id=response.call_id,
-            approved=response.approved,
-            reason=response.reason,
-            approver=response.approver,
-            at=workflow.now(),
-            source=source,
-            rule=rule,
-        )
-        state.answers[response.call_id] = record
-        edit = self._apply_edit(response)
-        self._emit(
-            ApprovalEvent(
-                **record.model_dump(),
-                arguments=None if edit is None else bounds.event_arguments(edit[0]),
-                original_arguments=None if edit is None else bounds.event_arguments(edit[1]),
-            )
-        )
-        if response.remember:
-            call = self._pending_call(response.call_id)
-            if call is not None:
-                state.run_rules = remember(state.run_rules, remembered_rule(call.name, response))
-                self._decide_waiting_by_rules()
-        if self._phase == "awaiting_approval":
-            waiting = self._approvals.waiting()
-            self._set_phase("awaiting_approval", describe_waiting(state.round, waiting))
-
-    def _apply_edit(self, response: ToolApprovalResponse) -> tuple[Any, Any] | None:
-        """Edited arguments: the assistant message's call becomes the call that runs, so the
-        conversation says what happened. Returns (arguments, original arguments)."""
-        call = self._pending_call(response.call_id)
-        if response.arguments is None or not response.approved or call is None:
-            return None
-        edit = edited_call(call, response.arguments)
-        self._state.messages[:] = with_call(self._state.messages, edit.call)
-        self._sized_count = self._sized_bytes = 0  # a message changed: measure again
-        self._approvals.forget(call.id)
-        return edit.call.arguments, edit.original_arguments
-
-    def _pending_call(self, call_id: str) -> ToolCall | None:
-        return next((c for c in pending_calls(self._state.messages) if c.id == call_id), None)
-
-    def _decide_by_rule(self, call: ToolCall, verdict: Any) -> None:
-        """A rule's `allow` or `deny` is an answer like a person's (source `policy`)."""
-        if verdict is None or verdict.rule is None or verdict.decision == "ask":
-            return
-        approved = verdict.decision == "allow"
-        self._record_answer(
-            ToolApprovalResponse(
-                call_id=call.id, approved=approved, reason=None if approved else verdict.reason
-            ),
-            source="policy",
-            rule=verdict.rule,
-        )
-
-    def _decide_waiting_by_rules(self) -> None:
-        """After the rules changed: the calls waiting for a person that they decide now."""
-        for call in self._approvals.waiting():
-            self._decide_by_rule(call, self._approvals.verdict(call))
-
-    def _apply_seed_responses(self) -> None:
-        """Answers given at start (`tool_approval_responses`) apply at the first iteration; a
-        call that needs approval and has no answer is then denied."""
-        responses = self._state.options.tool_approval_responses
-        if not responses:
-            return
-        for response in responses:
-            problem = self._approvals.problem(response.call_id, finished=self._finished)
-            if problem is not None:
-                self._warn(f"tool_approval_responses: {problem}; ignored")
-                continue
-            self._record_answer(response)
-        self._state.seed_mode = bool(pending_calls(self._state.messages))
+    def _cancel_message(self, request: CancelRequest) -> str:
+        return cancel_message(request) if self._behaviour.trust_and_time else CANCELLED_MESSAGE
 
     def _warn_unknown_options(self) -> None:
         for key in sorted(self._state.options.model_extra or {}):
             self._warn(f"unknown option '{key}' ignored")
-
-    def _flush_held_messages(self) -> None:
-        state = self._state
-        if state.held_messages and not pending_calls(state.messages):
-            state.messages.extend(state.held_messages)
-            state.held_messages = []
 
     def _emit(self, event: BaseEvent) -> None:
         self._live.publish(self._log.emit(event))  # type: ignore[arg-type]
@@ -747,15 +556,13 @@ class AgentWorkflow:
     def _set_phase(self, phase: Phase, details: str) -> None:
         self._phase = phase
         pending = len(self._approvals.waiting()) if phase == "awaiting_approval" else 0
-        self._inbox.show(phase, details, pending)
+        self._visibility.show(phase, details, pending)
 
-    def _conversation_bytes(self) -> int:
-        """The JSON size of the messages, measured once per message (they are append-only)."""
-        messages = self._state.messages
-        for message in messages[self._sized_count :]:
-            self._sized_bytes += bounds.json_bytes(message)
-        self._sized_count = len(messages)
-        return self._sized_bytes
+    def _show_waiting(self) -> None:
+        """After an answer: what the UI and the inbox show of the calls still waiting."""
+        if self._phase == "awaiting_approval":
+            waiting = self._approvals.waiting()
+            self._set_phase("awaiting_approval", describe_waiting(self._state.round, waiting))
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
@@ -769,16 +576,13 @@ class AgentWorkflow:
     async def _continue_as_new(self) -> None:
         """Hand the state to the next generation as it is (live followers follow on to it)."""
         await self._live.close()
-        state = self._state
-        handed = state.model_copy(
-            update={
-                "generation": state.generation + 1,
-                "events": self._log.carry(),
-                "stream": self._live.carried(),
-                "options": state.options.model_copy(update={"tool_approval_responses": []}),
-            }
-        )
-        workflow.continue_as_new(AgentRunInput(messages=[], options=handed.options, state=handed))
+        workflow.continue_as_new(handover(self._state, self._log.carry(), self._live.carried()))
+
+    def _finish_at_round_limit(self) -> AgentRunResult:
+        if self._behaviour.trust_and_time:
+            state = self._state
+            self._warn(round_limit_warning(state.messages, state.options.max_rounds))
+        return self._finish("max_rounds")
 
     def _finish(self, reason: FinishReason, error: str | None = None) -> AgentRunResult:
         if error is not None:
@@ -793,7 +597,8 @@ class AgentWorkflow:
     def _result(self) -> AgentRunResult:
         assert self._finish_reason is not None
         messages = self._state.messages
-        if self._hardened:
+        setup = self._state.setup
+        if self._limits.strict_sizes and not (setup is not None and setup.payload_store):
             # A safety net: the conversation bound keeps the result far below this already.
             messages, _ = bounds.fit_messages(messages, bounds.RESULT_BUDGET_BYTES)
         return AgentRunResult(

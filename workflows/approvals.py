@@ -1,24 +1,92 @@
-"""Which calls need an answer, who gives it, and whether an answer can be taken now: the
-approval rules over a run's state, the worker's tools and the approval policy (the worker's
-enforced rules, then the run's, then the worker's defaults). Pure (no Temporal import)."""
+"""Approvals: the one owner of a run's answers.
+
+Every call enters the run through `admit` (a model's reply, or the calls a run's input brings):
+the rules decide it (the worker's enforced rules, then the run's, then the worker's defaults) or
+a person must. Every answer enters through `receive` (the `tool_approval` signal, the
+`submit_approval` update, `tool_approval_responses` given at start), which applies the same
+checks whatever the door, and is recorded by `answer` (a person's, a rule's, the timeout's or a
+seeded one), which also applies an edit (through the rules again) and `remember`.
+
+Pure (no Temporal import): the workflow hands in the clock and where events go.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
 from workflows import bounds
-from workflows.conversation import answered_ids, pending_calls
-from workflows.model import AgentState, ToolCall, ToolSpec
-from workflows.policy import Verdict, effective_rules, evaluate, policy_view
+from workflows.arguments import arguments_digest
+from workflows.bounds import Limits
+from workflows.conversation import Conversation
+from workflows.inputs import parse_approval
+from workflows.model import (
+    AgentState,
+    ApprovalEvent,
+    ApprovalRecord,
+    ApprovalSource,
+    BaseEvent,
+    ToolApprovalResponse,
+    ToolCall,
+    ToolCallEvent,
+    ToolSpec,
+)
+from workflows.policy import Verdict, effective_rules, evaluate, literal_glob, policy_view
 from workflows.reconstruction import runnable
-from workflows.rules import PolicyRule, PolicyView
+from workflows.repeats import Repeats
+from workflows.rule_check import unmatchable_rule
+from workflows.rules import MAX_RULE_REASON_CHARS, PolicyRule, PolicyView
+from workflows.tool_results import cut_off_message
+from workflows.versions import Behaviour
+
+CHANGED_SINCE_SHOWN = "the call changed since it was shown"
+
+Emit = Callable[[BaseEvent], None]
+
+
+@dataclass(frozen=True)
+class Received:
+    """An answer as a door took it: the response, or why it was refused; `note` says what was
+    changed on the way in (a reason cut to size)."""
+
+    response: ToolApprovalResponse | None = None
+    problem: str | None = None
+    note: str | None = None
 
 
 class Approvals:
-    def __init__(self, state: AgentState, *, hardened: bool) -> None:
+    def __init__(
+        self,
+        state: AgentState,
+        conversation: Conversation,
+        *,
+        behaviour: Behaviour,
+        limits: Limits,
+        run_id: str,
+        emit: Emit,
+        warn: Callable[[str], None],
+        now: Callable[[], datetime],
+        after_answer: Callable[[], None] = lambda: None,
+    ) -> None:
         self._state = state
-        self._hardened = hardened
+        self._conversation = conversation
+        self._behaviour = behaviour
+        self._limits = limits
+        self._run_id = run_id
+        self._emit = emit
+        self._warn = warn
+        self._now = now
+        self._after_answer = after_answer
+        """Called after every answer is recorded (the workflow refreshes what people see)."""
         self._specs: dict[str, ToolSpec] = {s.name: s for s in state.tool_specs or []}
         self._runnable: dict[str, bool] = {}
         """Whether each call could run at all (a cache: derived from the call and the specs)."""
+        self.repeats = Repeats(state, enabled=behaviour.trust_and_time)
+
+    # ---- the worker's tools
 
     def know_tools(self, specs: list[ToolSpec]) -> None:
         """The worker's tools, once `list_tools` answered (they are kept in the state)."""
@@ -27,6 +95,11 @@ class Approvals:
 
     def spec(self, name: str) -> ToolSpec | None:
         return self._specs.get(name)
+
+    def offered_specs(self) -> list[ToolSpec]:
+        """The specs of the tools the model is offered (what the request carries)."""
+        allowed = set(self.allowed_tools())
+        return [s for s in self._specs.values() if s.name in allowed]
 
     def allowed_tools(self) -> list[str]:
         """The tools this run may use: the worker's, less those the run's allow-list leaves out."""
@@ -47,29 +120,46 @@ class Approvals:
         """Whether the call runs only with an answer (a person's or a rule's)."""
         state = self._state
         needed = self.guarded(call) or call.id in state.asked or call.id in state.answers
-        return needed and (not self._hardened or self.can_run(call))
+        return needed and (not self._limits.only_runnable_wait or self.can_run(call))
 
     def can_run(self, call: ToolCall) -> bool:
         """A call that cannot run (unknown or disallowed tool, arguments that are not one JSON
-        object a tool takes) is answered at once: it never waits for a person."""
+        object a tool takes, the same call again past the repeat limit) is answered at once: it
+        never waits for a person."""
         known = self._runnable.get(call.id)
         if known is None:
             allowed = set(self.allowed_tools())
             known = runnable(call, allowed.__contains__, bounds.MAX_ARGUMENT_CHARS)
+            known = known and self.repeats.refusal(call) is None
             self._runnable[call.id] = known
         return known
 
-    def forget(self, call_id: str) -> None:
-        """The call changed (its arguments were edited): work out again whether it can run."""
-        self._runnable.pop(call_id, None)
-
     def verdict(self, call: ToolCall) -> Verdict | None:
         """What the rules say about a call; None for a call that cannot run at all."""
-        if self._hardened and not self.can_run(call):
+        if self._limits.only_runnable_wait and not self.can_run(call):
             return None
+        return self._evaluate(call)
+
+    def _evaluate(self, call: ToolCall) -> Verdict:
+        """The rules' decision; this release's runs match paths as the tool opens them and
+        keep a shell character to its place in an allow pattern."""
+        current = self._behaviour.trust_and_time
+        spec = self._specs.get(call.name)
         return evaluate(
-            self.rules(), call.name, call.arguments, requires_approval=self.guarded(call)
+            self.rules(),
+            call.name,
+            call.arguments,
+            requires_approval=self.guarded(call),
+            path_parameters=spec.path_parameters if spec is not None and current else (),
+            legacy_shell_safety=not current,
         )
+
+    def unmatchable(self, rules: Sequence[PolicyRule]) -> str | None:
+        """Why one of a run's rules can never match a tool of this worker (this release's runs;
+        None while the tools are not known yet)."""
+        if not self._behaviour.trust_and_time or self._state.tool_specs is None:
+            return None
+        return unmatchable_rule(rules, self._state.tool_specs, origin="run")
 
     # ---- the rules
 
@@ -86,6 +176,58 @@ class Approvals:
         defaults = worker.defaults if worker is not None else []
         return policy_view(enforced, self._state.run_rules, defaults)
 
+    def set_run_rules(self, rules: Sequence[PolicyRule]) -> None:
+        """Replace the run's rules; the calls waiting for a person that they decide now are
+        decided at once."""
+        self._state.run_rules = list(rules)
+        self.decide_waiting()
+
+    # ---- calls entering the run: the one gate
+
+    def admit(self, calls: Sequence[ToolCall], *, from_text: bool = False) -> None:
+        """New calls (a reply's, or those a run's input brings): the `tool_call` events, then
+        what the rules decide (recorded as answers of the `policy`); the rest wait for a person."""
+        verdicts = {call.id: self.verdict(call) for call in calls}
+        for call in calls:
+            verdict = verdicts[call.id]
+            if verdict is not None and verdict.decision == "ask" and verdict.rule is not None:
+                self._state.asked.append(call.id)
+        for call in calls:
+            verdict = verdicts[call.id]
+            self._emit(
+                ToolCallEvent(
+                    call_id=call.id,
+                    name=call.name,
+                    arguments=bounds.event_arguments(call.arguments),
+                    requires_approval=verdict is not None and verdict.decision == "ask",
+                    from_text=True if from_text else None,
+                )
+            )
+        for call in calls:
+            refusal = self.repeats.refusal(call)
+            if refusal is not None:
+                self._warn(f"call '{bounds.shown(call.id)}' {call.name}: {refusal.warning}")
+        for call in calls:
+            self._decide_by_rule(call, verdicts[call.id])
+
+    def decide_waiting(self) -> None:
+        """After the rules changed: the calls waiting for a person that they decide now."""
+        for call in self.waiting():
+            self._decide_by_rule(call, self.verdict(call))
+
+    def _decide_by_rule(self, call: ToolCall, verdict: Verdict | None) -> None:
+        """A rule's `allow` or `deny` is an answer like a person's (source `policy`)."""
+        if verdict is None or verdict.rule is None or verdict.decision == "ask":
+            return
+        approved = verdict.decision == "allow"
+        self.answer(
+            ToolApprovalResponse(
+                call_id=call.id, approved=approved, reason=None if approved else verdict.reason
+            ),
+            source="policy",
+            rule=verdict.rule,
+        )
+
     # ---- answers
 
     def unanswered(self, pending: list[ToolCall]) -> list[ToolCall]:
@@ -95,22 +237,197 @@ class Approvals:
 
     def waiting(self) -> list[ToolCall]:
         """The calls of the conversation waiting for a person now."""
-        return self.unanswered(pending_calls(self._state.messages))
+        return self.unanswered(self._conversation.pending())
+
+    def decided(self) -> list[ApprovalRecord]:
+        return list(self._state.answers.values())
+
+    def receive(self, payload: object, *, finished: bool) -> Received:
+        """An answer through any door: validated and bounded (`parse_approval`), for the call
+        that was shown (`run_id`, `arguments_sha256`), for a call waiting now."""
+        if isinstance(payload, ToolApprovalResponse):
+            payload = payload.model_dump(mode="json")
+        parsed = parse_approval(payload)
+        response, note = parsed.value, parsed.note
+        if response is None:
+            return Received(problem=parsed.error or "invalid tool approval")
+        if self._behaviour.trust_and_time:
+            if response.run_id is not None and response.run_id != self._run_id:
+                other = f"{CHANGED_SINCE_SHOWN} (it belongs to another run)"
+                return Received(problem=other, note=note)
+        problem = self.problem(response.call_id, finished=finished)
+        if problem is not None:
+            return Received(problem=problem, note=note)
+        if self._behaviour.trust_and_time and response.arguments_sha256 is not None:
+            call = self._conversation.pending_call(response.call_id)
+            if call is not None and arguments_digest(call.arguments) != response.arguments_sha256:
+                return Received(problem=f"{CHANGED_SINCE_SHOWN} (its arguments differ)", note=note)
+        return Received(response=response, note=note)
 
     def problem(self, call_id: str, *, finished: bool) -> str | None:
         """Why an answer for `call_id` cannot be taken now, or None when it can."""
         if finished:
             return "the run has finished"
         shown = bounds.shown(call_id)
-        pending = pending_calls(self._state.messages)
+        pending = self._conversation.pending()
         guarded = [c for c in pending if self.requires_approval(c)]
         if call_id in self._state.answers:
             return f"call '{shown}' was already answered"
         if call_id in {c.id for c in guarded}:
             return None
-        if self._hardened and call_id in answered_ids(self._state.messages):
+        if self._limits.only_runnable_wait and self._conversation.answered(call_id):
             return f"call '{shown}' was already answered"
         if not guarded:
             return f"no call is waiting for approval (got an answer for '{shown}')"
         known = bounds.shown(", ".join(c.id for c in guarded), 400)
         return f"unknown call id '{shown}' (waiting: {known})"
+
+    def answer(
+        self,
+        response: ToolApprovalResponse,
+        *,
+        source: ApprovalSource = "person",
+        rule: int | None = None,
+    ) -> None:
+        """Record an answer (taken through `receive`, or a rule's or the timeout's): its event,
+        the edited call, a remembered rule."""
+        call = self._conversation.pending_call(response.call_id)
+        edit = None
+        if response.approved and response.arguments is not None and call is not None:
+            edit = edited_call(call, response.arguments)
+            if self._behaviour.trust_and_time and self._refuse_edit(response, edit):
+                self._after_answer()
+                return
+            self._conversation.replace_call(edit.call)
+            self._runnable.pop(call.id, None)  # the call changed: work out again if it can run
+        record = ApprovalRecord(
+            call_id=response.call_id,
+            approved=response.approved,
+            reason=response.reason,
+            approver=response.approver,
+            at=self._now(),
+            source=source,
+            rule=rule,
+        )
+        self._record(record, edit)
+        if response.remember and call is not None:
+            self._state.run_rules = remember(
+                self._state.run_rules, remembered_rule(call.name, response)
+            )
+            self.decide_waiting()
+        self._after_answer()
+
+    def _refuse_edit(self, response: ToolApprovalResponse, edit: Edit) -> bool:
+        """Edited arguments are a new call: a rule that denies them answers the call
+        `Rejected: {reason}` instead (a person's approval never loosens a rule)."""
+        verdict = self._evaluate(edit.call)
+        if verdict.decision != "deny" or verdict.rule is None:
+            return False
+        record = ApprovalRecord(
+            call_id=response.call_id,
+            approved=False,
+            reason=verdict.reason,
+            approver=response.approver,
+            at=self._now(),
+            source="policy",
+            rule=verdict.rule,
+        )
+        self._record(record, edit)
+        return True
+
+    def _record(self, record: ApprovalRecord, edit: Edit | None) -> None:
+        self._state.answers[record.call_id] = record
+        self._emit(
+            ApprovalEvent(
+                **record.model_dump(),
+                arguments=None if edit is None else bounds.event_arguments(edit.call.arguments),
+                original_arguments=(
+                    None if edit is None else bounds.event_arguments(edit.original_arguments)
+                ),
+            )
+        )
+
+    def apply_seed(self, responses: Sequence[ToolApprovalResponse], *, finished: bool) -> None:
+        """Answers given at start (`tool_approval_responses`) apply at the first iteration,
+        through the same door as a person's (recorded with source `seed`); a call that needs
+        approval and has no answer is then denied."""
+        if not responses:
+            return
+        source: ApprovalSource = "seed" if self._behaviour.trust_and_time else "person"
+        for given in responses:
+            if self._behaviour.trust_and_time:
+                taken = self.receive(given, finished=finished)
+                if taken.note:
+                    self._warn(f"tool_approval_responses: {taken.note}")
+                if taken.response is None:
+                    self._warn(f"tool_approval_responses: {taken.problem}; ignored")
+                    continue
+                response = taken.response
+            else:
+                problem = self.problem(given.call_id, finished=finished)
+                if problem is not None:
+                    self._warn(f"tool_approval_responses: {problem}; ignored")
+                    continue
+                response = given
+            self.answer(response, source=source)
+        self._state.seed_mode = bool(self._conversation.pending())
+
+    def refusal(self, call: ToolCall, arguments_error: str | None) -> str | None:
+        """What a call that must not run is answered instead: the repeat limit, or arguments cut
+        off at the token limit (told in terms the model can act on)."""
+        repeat = self.repeats.refusal(call)
+        if repeat is not None:
+            return repeat.content
+        if arguments_error is not None and call.id in self._state.cut_off:
+            return cut_off_message(self._state.cut_off[call.id])
+        return None
+
+    def batch_done(self) -> None:
+        """The pending calls all have their tool messages: their answers are spent."""
+        self._state.answers.clear()
+        self._state.seed_mode = False
+        self._state.cut_off.clear()
+        if self._behaviour.trust_and_time:
+            self._state.asked.clear()
+
+
+# ---- remember: an answer that becomes a rule ----
+
+
+def remembered_rule(tool: str, answer: ToolApprovalResponse) -> PolicyRule:
+    """The rule an answer with `remember` adds: always allow (or deny) this tool in this run."""
+    reason = answer.reason
+    if reason is not None:
+        reason = reason[:MAX_RULE_REASON_CHARS]
+    return PolicyRule(
+        tool=literal_glob(tool), decision="allow" if answer.approved else "deny", reason=reason
+    )
+
+
+def remember(run_rules: Sequence[PolicyRule], rule: PolicyRule) -> list[PolicyRule]:
+    """The run's rules with `rule` at the front. A later rule with the same `tool` can never
+    decide again (the new rule, without `when`, matches every call it would), so it is dropped:
+    the list stays as long as the tools remembered, however often people answer."""
+    return [rule, *(r for r in run_rules if r.tool != rule.tool)]
+
+
+# ---- edit on approval: the call that runs ----
+
+
+@dataclass(frozen=True)
+class Edit:
+    call: ToolCall
+    """The call as it runs: the same id and tool, the person's arguments."""
+    original_arguments: Any
+    """The arguments the model gave."""
+
+
+def edited_call(call: ToolCall, arguments: dict[str, Any]) -> Edit:
+    """The call with the person's arguments, in the model's form: JSON text when the model sent
+    text (as chat models do), else the object."""
+    shown: Any = (
+        json.dumps(arguments, ensure_ascii=False) if isinstance(call.arguments, str) else arguments
+    )
+    return Edit(
+        call=call.model_copy(update={"arguments": shown}), original_arguments=call.arguments
+    )

@@ -1,12 +1,174 @@
-"""The conversation's structure, as plain functions: which calls are pending (resume by message
-reconstruction), call ids unique within a run, and the ordering invariant. Pure; no Temporal
-import."""
+"""The conversation: the one owner of a run's messages (`Conversation`), and the plain functions
+of its structure: which calls are pending (resume by message reconstruction), call ids unique
+within a run, and the ordering invariant. Pure; no Temporal import.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 
-from workflows.model import ChatMessage, ToolCall
+from workflows import bounds
+from workflows.bounds import Limits
+from workflows.model import AgentState, ChatMessage, ToolCall
+from workflows.tool_results import bound_text
+
+
+def too_large_message(
+    size: int, limit: int, reply: int | None = None, *, store: bool | None = None
+) -> str:
+    """`store`: whether the worker has a payload store (None: the run does not know)."""
+    what = (
+        f"the model's reply of {reply} bytes brings it to {size} bytes"
+        if reply
+        else f"{size} bytes"
+    )
+    hint = ""
+    if store is False:
+        hint = " (set AGENT_PAYLOAD_STORE on every program to keep longer conversations)"
+    elif store:
+        hint = " (AGENT_MAX_CONVERSATION_MB on the worker sets this budget)"
+    return (
+        f"Conversation too large: {what}, more than {limit}{hint};"
+        " start a new run with a shorter history"
+    )
+
+
+class Conversation:
+    """The run's messages (`state.messages`) and the user messages held while calls are pending
+    (`state.held_messages`): everything that reads or writes them goes through here, so the
+    ordering invariant and the size budget have one keeper."""
+
+    def __init__(self, state: AgentState, limits: Limits) -> None:
+        self._state = state
+        self._limits = limits
+        self._sized = (0, 0)
+        """(messages measured, their JSON bytes): messages are append-only, except an edit."""
+        self._pending: tuple[tuple[int, int], list[ToolCall]] | None = None
+        self._edits = 0
+
+    @property
+    def messages(self) -> list[ChatMessage]:
+        return self._state.messages
+
+    @property
+    def held(self) -> list[ChatMessage]:
+        return self._state.held_messages
+
+    # ---- reading
+
+    def pending(self) -> list[ToolCall]:
+        """The calls of the last assistant message with calls that have no tool message yet."""
+        key = (len(self.messages), self._edits)
+        if self._pending is None or self._pending[0] != key:
+            self._pending = (key, pending_calls(self.messages))
+        return list(self._pending[1])
+
+    def pending_call(self, call_id: str) -> ToolCall | None:
+        return next((c for c in self.pending() if c.id == call_id), None)
+
+    def answered(self, call_id: str) -> bool:
+        """Whether the call already has its tool message."""
+        return call_id in answered_ids(self.messages)
+
+    def size(self) -> int:
+        """The JSON size of the messages, each measured once."""
+        count, size = self._sized
+        for message in self.messages[count:]:
+            size += bounds.json_bytes(message)
+        self._sized = (len(self.messages), size)
+        return size
+
+    @property
+    def budget(self) -> int:
+        """The conversation's size budget in bytes: the worker's (with a payload store it is
+        larger), else the release's."""
+        setup = self._state.setup
+        return setup.conversation_bytes if setup is not None else self._limits.conversation_bytes
+
+    def too_large(self, extra: int = 0, *, reply: int | None = None) -> str | None:
+        """Why the conversation (plus `extra` bytes) is over its budget, or None."""
+        size = self.size() + extra
+        if size <= self.budget:
+            return None
+        setup = self._state.setup
+        store = None if setup is None else setup.payload_store
+        return too_large_message(size, self.budget, reply, store=store)
+
+    # ---- writing
+
+    def reply(self, content: str, calls: Sequence[ToolCall], round_: int) -> ChatMessage:
+        """The model's reply as the conversation keeps it: every call with an id no other call of
+        the run has (renamed deterministically), so an answer is for one call only."""
+        prefix = f"call_r{round_}"
+        if self._limits.unique_ids_in_run:
+            unique = unique_call_ids(
+                calls, prefix, call_ids(self.messages), bounds.MAX_CALL_ID_CHARS
+            )
+        else:
+            unique = unique_call_ids(calls, prefix)
+        return ChatMessage.assistant(content, unique)
+
+    def append(self, message: ChatMessage) -> None:
+        self.messages.append(message)
+
+    def append_results(
+        self, calls: Sequence[ToolCall], contents: Sequence[str]
+    ) -> list[ChatMessage]:
+        """One tool message per call, in call order, appended together (the ordering invariant);
+        each bounded, and with strict sizes the batch cut to what the budget leaves."""
+        texts = [bound_text(c, bounds.TOOL_CONTENT_CHARS) for c in contents]
+        if self._limits.strict_sizes:
+            room = self.budget - self.size() - 200 * len(texts)
+            texts = bounds.fit_batch(texts, max(0, room) // 2)
+        added = [ChatMessage.tool(call, text) for call, text in zip(calls, texts, strict=True)]
+        self.messages.extend(added)
+        return added
+
+    def replace_call(self, call: ToolCall) -> None:
+        """The pending call of the same id becomes `call` (an edit on approval), so the
+        conversation says what ran."""
+        self.messages[:] = with_call(self.messages, call)
+        self._edits += 1
+        self._sized = (0, 0)  # a message changed: measure again
+
+    def hold(self, message: ChatMessage) -> str | None:
+        """Keep a user message until the pending calls are answered; why not, if it would take
+        the conversation over its budget."""
+        held = sum(bounds.json_bytes(m) for m in self.held)
+        size = self.size() + held
+        added = bounds.json_bytes(message)
+        limit = self.budget
+        if size + added > limit:
+            return (
+                f"a message of {added} bytes would bring the conversation to {size + added}"
+                f" bytes, more than {limit}"
+            )
+        self.held.append(message)
+        return None
+
+    def flush_held(self) -> bool:
+        """Append the held messages once no call is pending. True when there were some."""
+        if not self.held or self.pending():
+            return False
+        self.messages.extend(self.held)
+        self._state.held_messages = []
+        return True
+
+
+def with_call(messages: Sequence[ChatMessage], call: ToolCall) -> list[ChatMessage]:
+    """The messages with the last assistant message's call of the same id replaced by `call`.
+    Unchanged when no such call is there."""
+    out = list(messages)
+    for index in range(len(out) - 1, -1, -1):
+        message = out[index]
+        if message.role != "assistant" or not message.tool_calls:
+            continue
+        if all(c.id != call.id for c in message.tool_calls):
+            return out
+        calls = [call if c.id == call.id else c for c in message.tool_calls]
+        out[index] = message.model_copy(update={"tool_calls": calls})
+        return out
+    return out
 
 
 def last_tool_call_index(messages: Sequence[ChatMessage]) -> int | None:

@@ -1,14 +1,19 @@
-"""Loose intake, strict validation: turn a decoded signal/update payload into a typed value or a
-clear complaint. Pure; the workflow turns complaints into `warning` events.
+"""Loose intake, strict validation: a signal's or update's raw payload becomes a typed value or a
+clear complaint, never a failed workflow task. `decode` reads the payload loosely (any JSON);
+the `parse_*` functions validate the decoded value. The workflow turns complaints into `warning`
+events (signals) or refusals (updates).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from temporalio import workflow
+from temporalio.common import RawValue
 
 from workflows.bounds import MAX_APPROVER_CHARS, MAX_ARGUMENT_CHARS, shown
 from workflows.model import (
@@ -18,6 +23,7 @@ from workflows.model import (
     UserMessageInput,
     describe_validation,
 )
+from workflows.names import PLAINTEXT_METADATA
 from workflows.rules import ApprovalPolicy
 
 MAX_REASON_CHARS = 2_000
@@ -130,3 +136,42 @@ def parse_approval_policy(payload: object) -> Parsed[ApprovalPolicy]:
     if error is not None or not isinstance(value, ApprovalPolicy):
         return Parsed(error=error)
     return Parsed(value=value)
+
+
+# ---- decoding the raw payload ----
+
+
+def first_line(err: BaseException) -> str:
+    """An exception in one short line (never the whole input it may quote)."""
+    text = str(err).strip()
+    first = text.splitlines()[0] if text else ""
+    return shown(f"{type(err).__name__}: {first}" if first else type(err).__name__, 300)
+
+
+def decode(
+    args: Sequence[RawValue], *, optional: bool, sealed_only: bool = False
+) -> tuple[object, str | None]:
+    """The one payload of a signal or update, decoded loosely (any JSON), or what was wrong.
+    With `sealed_only` (encryption on, this release's runs), a payload the codec found in
+    plaintext is refused: only key holders answer, cancel or write to a run."""
+    if not args:
+        return None, None if optional else "no payload given"
+    if len(args) > 1:
+        return None, f"expected one payload, got {len(args)}"
+    if sealed_only and is_plaintext(args[0]):
+        return None, UNSEALED
+    try:
+        return workflow.payload_converter().from_payload(args[0].payload), None
+    except Exception as err:  # any undecodable payload is bad input, not a bug
+        return None, f"payload could not be decoded ({first_line(err)})"
+
+
+UNSEALED = (
+    "the payload was not encrypted with the worker's key (with encryption on, only key holders"
+    " may answer, cancel or write to a run)"
+)
+
+
+def is_plaintext(value: RawValue) -> bool:
+    """Whether the project's codec, holding keys, found this payload unencrypted."""
+    return PLAINTEXT_METADATA in value.payload.metadata

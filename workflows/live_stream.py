@@ -32,7 +32,7 @@ from temporalio.contrib.workflow_streams import (
 from temporalio.exceptions import ApplicationError
 
 from workflows import bounds, names
-from workflows.intake import first_line
+from workflows.inputs import UNSEALED, first_line, is_plaintext
 from workflows.model import AgentEvent, StreamDelta
 
 STREAM_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
@@ -56,7 +56,13 @@ def _pollers_busy() -> ApplicationError:
 
 
 class LiveStream:
-    def __init__(self, prior: WorkflowStreamState | None, warn: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        prior: WorkflowStreamState | None,
+        warn: Callable[[str], None],
+        *,
+        sealed_only: bool = False,
+    ) -> None:
         """Construct from the workflow's `__init__` (the stream registers its handlers there).
 
         The workflow class declares the publish signal too (a publish in a run's first
@@ -64,6 +70,7 @@ class LiveStream:
         the dynamic one); the stream insists on registering it itself, so the name is handed to
         it, and then taken back for `on_publish`."""
         self._warn = warn
+        self._sealed_only = sealed_only
         self._polls_in_flight = 0
         workflow.set_signal_handler(STREAM_PUBLISH_SIGNAL, None)
         self._stream = WorkflowStream(prior_state=prior)
@@ -76,6 +83,9 @@ class LiveStream:
 
     def on_publish(self, payload: RawValue) -> None:
         """A publish from outside: keep the well-formed `deltas` items, warn about the rest."""
+        if self._sealed_only and is_plaintext(payload):
+            self._warn(f"stream publish: {UNSEALED}; ignored")
+            return
         try:
             batch = workflow.payload_converter().from_payload(payload.payload, PublishInput)
         except Exception as err:  # an undecodable publish is bad input, not a bug

@@ -33,7 +33,7 @@ Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "max_rounds", "cancelled", "error"]
 Phase = Literal["running", "awaiting_approval", "waiting_for_message", "finished"]
 ApprovalTimeoutPolicy = Literal["cancel", "reject"]
-ApprovalSource = Literal["person", "policy", "timeout"]
+ApprovalSource = Literal["person", "policy", "timeout", "seed"]
 
 
 class ToolCall(BaseModel):
@@ -185,6 +185,17 @@ class AgentRunOptions(BaseModel):
     approval_policy: ApprovalPolicy | None = None
     """The run's rules, `{"rules": [...]}`: which calls run, are refused or wait for a person
     without asking (see `workflows.policy`). Invalid rules fail the run at start."""
+    max_repeats: Annotated[int, Field(ge=1, le=1_000)] = 3
+    """The same call with the same arguments runs at most this many times in a run; the next
+    one is answered "you already have that result" without running or asking anyone."""
+    context_tokens: Annotated[int, Field(ge=256)] | None = None
+    """Lower the model's context window for this run (tokens); null: the worker's."""
+    compact_at: Annotated[float, Field(gt=0, le=1)] = 0.8
+    """Compact the model's view when the estimated request passes this share of the window."""
+    keep_rounds: Annotated[int, Field(ge=0, le=1_000)] = 3
+    """Compaction never drops or summarises the last this many rounds."""
+    """The same call with the same arguments runs at most this many times in a run; the next
+    one is answered "you already have that result" without running or asking anyone."""
 
 
 class Usage(BaseModel):
@@ -207,7 +218,8 @@ class ApprovalRecord(BaseModel):
     approver: str | None = None
     at: datetime
     source: ApprovalSource = "person"
-    """Who decided: a `person`, the `policy` (a rule) or the approval `timeout`."""
+    """Who decided: a `person`, the `policy` (a rule), the approval `timeout`, or `seed` (an
+    answer given in the run's input, `tool_approval_responses`)."""
     rule: int | None = None
     """With `source: policy`: the deciding rule's index in the `policy` query's list."""
 
@@ -252,7 +264,8 @@ class ApprovalEvent(BaseEvent):
     approver: str | None = None
     at: datetime
     source: ApprovalSource = "person"
-    """Who decided: a `person`, the `policy` (a rule) or the approval `timeout`."""
+    """Who decided: a `person`, the `policy` (a rule), the approval `timeout`, or `seed` (an
+    answer given in the run's input, `tool_approval_responses`)."""
     rule: int | None = None
     """With `source: policy`: the deciding rule's index in the `policy` query's list."""
     arguments: Any = None
@@ -283,6 +296,23 @@ class FinishedEvent(BaseEvent):
     finish_reason: FinishReason
 
 
+class CompactionEvent(BaseEvent):
+    """The model's view of the conversation was made smaller to fit its context window (the
+    record, `messages`, keeps every message)."""
+
+    type: Literal["compaction"] = "compaction"
+    before_tokens: int
+    """The estimated request before compaction."""
+    after_tokens: int
+    """The estimated request after it."""
+    dropped_results: int
+    """Old tool results the view now shows as a one-line placeholder."""
+    summarised_messages: int
+    """Old messages the view now shows as one summary (`summarize_conversation`)."""
+    cut_results: int = 0
+    """Recent tool results too big for the window, cut in the view to what fits."""
+
+
 AgentEvent = Annotated[
     TextDeltaEvent
     | ToolCallEvent
@@ -291,7 +321,8 @@ AgentEvent = Annotated[
     | ToolResultEvent
     | WarningEvent
     | ErrorEvent
-    | FinishedEvent,
+    | FinishedEvent
+    | CompactionEvent,
     Field(discriminator="type"),
 ]
 
@@ -380,6 +411,91 @@ class LlmRequest(BaseModel):
     temperature: float | None = None
     max_tokens: int | None = None
     """The run's `options.max_tokens`; None: the worker's `LLM_MAX_TOKENS` (or none)."""
+    view: bool = False
+    """Read the model's view (the `model_view` query, `message_count` messages long) instead
+    of the record: the run compacts its conversation to fit the model's context window."""
+
+
+class SummaryRequest(BaseModel):
+    """Input of `summarize_conversation`: summarise messages `first`..`last` (exclusive) of the
+    run's record (read with the `messages` query), leaving out `skip`, continuing from
+    `previous_summary`."""
+
+    workflow_id: str
+    run_id: str
+    first: int
+    last: int
+    skip: list[int] = Field(default_factory=list)
+    previous_summary: str | None = None
+    model: str | None = None
+    max_tokens: int = 1_024
+
+
+class SummaryResponse(BaseModel):
+    text: str
+    usage: Usage = Field(default_factory=Usage)
+
+
+class WorkerSetup(BaseModel):
+    """Output of `worker_setup`, read once per run: what the worker tells the workflow about
+    itself (its tools and rules, the model's window, the conversation's budget, whether people
+    are notified)."""
+
+    tools: list[ToolSpec]
+    policy: WorkerPolicy = Field(default_factory=WorkerPolicy)
+    context_tokens: int = 128_000
+    """The model's context window (LLM_CONTEXT_TOKENS, else the server's own figure)."""
+    max_tokens: int | None = None
+    """The worker's LLM_MAX_TOKENS: the reply reserve when a run sets none."""
+    conversation_bytes: int = 1_400_000
+    """The conversation's budget: 1.4 MB, or AGENT_MAX_CONVERSATION_MB with a payload store."""
+    payload_store: bool = False
+    """Whether the worker has an external payload store (AGENT_PAYLOAD_STORE)."""
+    notify: bool = False
+    """Whether the worker notifies people (AGENT_NOTIFY_URL): the workflow runs `notify`."""
+
+
+class NotifyRequest(BaseModel):
+    """Input of `notify`: tell people about a call waiting for them, or about the end of a run
+    that waited for a person. The worker adds the inbox link (AGENT_INBOX_URL) and leaves the
+    arguments out when encryption is on (unless AGENT_NOTIFY_ARGUMENTS=true)."""
+
+    event: Literal["approval_waiting", "approval_reminder", "run_finished"]
+    workflow_id: str
+    run_id: str
+    """The first run id of the run's chain (what an answer carries as `run_id`)."""
+    call_id: str | None = None
+    tool: str | None = None
+    arguments: Any = None
+    waiting_since: datetime | None = None
+    finish_reason: FinishReason | None = None
+    error: str | None = None
+
+
+class ContextState(BaseModel):
+    """The model's context window as a run tracks it, and how its view of the conversation is
+    compacted (the record, `messages`, is never changed by it)."""
+
+    window: int | None = None
+    """The budget in tokens (the worker's window, lowered by `options.context_tokens` or by a
+    provider that said the request was too long); None: the run does not compact."""
+    reserve: int = 1_024
+    """Tokens kept for the reply (`max_tokens`, else 1,024)."""
+    prompt_tokens: int | None = None
+    """What the provider counted for the last request (None after the view changed)."""
+    prompt_messages: int = 0
+    """The record's length at that request."""
+    dropped_until: int = 0
+    """Tool results before this record index are a one-line placeholder in the view."""
+    summary: str | None = None
+    summary_until: int = 0
+    """Messages after the first user message and before this index are `summary` in the view."""
+    markers: list[int] = Field(default_factory=list)
+    """Record indices of the compaction markers (in the record, never sent to the model)."""
+    cut: dict[int, int] = Field(default_factory=dict)
+    """Record index of a tool result → the characters the view keeps of it."""
+    too_long: int = 0
+    """Replies in a row that said the request was too long for the model."""
 
 
 class LlmResponse(BaseModel):
@@ -486,6 +602,16 @@ class AgentState(BaseModel):
     """The worker's enforced and default rules, read once per run (None: not read)."""
     asked: list[str] = Field(default_factory=list)
     """Pending calls a rule says a person must answer although their tool needs no approval."""
+    call_runs: dict[str, int] = Field(default_factory=dict)
+    """How often each distinct call (tool and arguments, hashed) ran in this run: the repeat
+    limit (`options.max_repeats`). Bounded (`workflows.repeats`)."""
+    context: ContextState = Field(default_factory=ContextState)
+    """The model's window and the compaction of its view (`workflows.context`)."""
+    setup: WorkerSetup | None = None
+    """What `worker_setup` said (runs of this release; None before it answered)."""
+    cut_off: dict[str, int | None] = Field(default_factory=dict)
+    """Pending calls of a reply cut off at the token limit (`finish_reason: length`), with the
+    `max_tokens` the request carried: a call whose arguments were cut is told so."""
 
 
 def describe_validation(err: ValidationError, *, where: str = "input", echo: bool = False) -> str:

@@ -20,12 +20,16 @@ QUERY_STATUS = "status"
 QUERY_EVENTS = "events"
 QUERY_MESSAGES = "messages"
 QUERY_POLICY = "policy"
+QUERY_MODEL_VIEW = "model_view"
 
 # Activities
 ACTIVITY_CALL_LLM = "call_llm"
 ACTIVITY_EXECUTE_TOOL = "execute_tool"
 ACTIVITY_LIST_TOOLS = "list_tools"
 ACTIVITY_WORKER_POLICY = "worker_policy"
+ACTIVITY_WORKER_SETUP = "worker_setup"
+ACTIVITY_SUMMARIZE = "summarize_conversation"
+ACTIVITY_NOTIFY = "notify"
 
 # Search attributes: the cluster-wide approval inbox.
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
@@ -36,3 +40,8 @@ AGENT_PENDING_APPROVALS = SearchAttributeKey.for_int("AgentPendingApprovals")
 # model's text as it arrives on STREAM_DELTAS (`StreamDelta` batches).
 STREAM_EVENTS = "events"
 STREAM_DELTAS = "deltas"
+
+# Payload metadata the project's codec adds, on decoding, to a payload that was not encrypted
+# although the program holds keys: with encryption on, the workflow refuses such signals and
+# updates (only key holders answer).
+PLAINTEXT_METADATA = "agent-plaintext"

@@ -4,6 +4,13 @@ Per tool call, the effective rules are the worker's enforced rules, then the run
 ones at their front), then the worker's defaults; the first rule that matches decides. No rule
 matches: the tool's own default (ask when it needs approval, else allow).
 
+How a `when` glob sees a call: a string argument as it is (a path parameter of the tool as
+`workflows.paths.normal_path` spells it), any other value as its one text form
+(`workflows.arguments.arguments_json`). A glob of an `allow` rule is shell-safe by position
+(`workflows.globs`); `deny` and `ask` globs are plain `fnmatch` globs (matching more is never
+less safe there). Runs recorded before these rules decide with `legacy_shell_safety=True`: the
+earlier substring rule and the earlier text form, so their decisions replay unchanged.
+
 No Temporal here and nothing runs at import, so the workflow sandbox can re-import it freely.
 """
 
@@ -13,14 +20,15 @@ import fnmatch
 import functools
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.model import ChatMessage, ToolApprovalResponse, ToolCall
+from workflows.arguments import arguments_json
+from workflows.globs import shell_safe_glob
+from workflows.paths import normal_path
 from workflows.rules import (
     DEFAULT_DENY_REASON,
-    MAX_RULE_REASON_CHARS,
     Decision,
     Origin,
     PolicyEntry,
@@ -28,10 +36,9 @@ from workflows.rules import (
     PolicyView,
 )
 
-SHELL_METACHARACTERS = ("\n", "\r", ";", "&", "|", "`", "$(", ">", "<")
-"""What chains, substitutes or redirects a shell command. A pattern of an `allow` rule never
-matches a value holding one of these unless the pattern holds it literally: `echo *` allows
-`echo hi`, not `echo hi; rm -rf .`."""
+LEGACY_SHELL_METACHARACTERS = ("\n", "\r", ";", "&", "|", "`", "$(", ">", "<")
+"""The substring rule of runs recorded before shell safety by position: an `allow` pattern
+never matched a value holding one of these unless the pattern held it anywhere."""
 
 _GLOB_SPECIAL = re.compile(r"([*?\[])")
 
@@ -72,23 +79,33 @@ def policy_view(
     )
 
 
-def value_text(value: Any) -> str:
-    """An argument's value as `when` globs see it: a string as it is, else compact JSON."""
+def value_text(value: Any, *, legacy_shell_safety: bool = False) -> str:
+    """An argument's value as `when` globs see it: a string as it is, else the one text form
+    of arguments (compact JSON, `é` as it is). `legacy_shell_safety`: the earlier form, with
+    characters outside ASCII as `\\u` escapes."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, separators=(",", ":"))
+    if legacy_shell_safety:
+        return json.dumps(value, separators=(",", ":"))
+    return arguments_json(value)
 
 
 def shell_safe(pattern: str, value: str) -> bool:
-    """False when `value` holds a shell metacharacter that `pattern` does not hold literally."""
-    return not any(m in value and m not in pattern for m in SHELL_METACHARACTERS)
+    """The earlier substring rule: False when `value` holds a metacharacter of
+    `LEGACY_SHELL_METACHARACTERS` that `pattern` does not hold anywhere."""
+    return not any(m in value and m not in pattern for m in LEGACY_SHELL_METACHARACTERS)
 
 
-def pattern_matches(pattern: str, value: str, *, allow: bool) -> bool:
-    """A `when` glob against a value's text; for an `allow` rule, only a shell-safe value."""
-    if allow and not shell_safe(pattern, value):
-        return False
-    return fnmatch.fnmatchcase(value, pattern)
+def pattern_matches(
+    pattern: str, value: str, *, allow: bool, legacy_shell_safety: bool = False
+) -> bool:
+    """A `when` glob against a value's text; for an `allow` rule, shell-safe by position (with
+    `legacy_shell_safety`, by the earlier substring rule)."""
+    if not allow:
+        return fnmatch.fnmatchcase(value, pattern)
+    if legacy_shell_safety:
+        return shell_safe(pattern, value) and fnmatch.fnmatchcase(value, pattern)
+    return shell_safe_glob(pattern)(value) is not None
 
 
 def parsed_arguments(arguments: Any) -> Any:
@@ -105,7 +122,27 @@ def parsed_arguments(arguments: Any) -> Any:
         return arguments
 
 
-def rule_matches(rule: PolicyRule, tool: str, arguments: Any) -> bool:
+def argument_text(
+    name: str,
+    value: Any,
+    *,
+    path_parameters: Collection[str] = (),
+    legacy_shell_safety: bool = False,
+) -> str:
+    """The text a `when` glob on argument `name` is matched against."""
+    if name in path_parameters and isinstance(value, str):
+        return normal_path(value)
+    return value_text(value, legacy_shell_safety=legacy_shell_safety)
+
+
+def rule_matches(
+    rule: PolicyRule,
+    tool: str,
+    arguments: Any,
+    *,
+    path_parameters: Collection[str] = (),
+    legacy_shell_safety: bool = False,
+) -> bool:
     """Whether `rule` matches a call of `tool` with (already parsed) `arguments`: the rule of
     matching, written plainly (`evaluate` applies it faster)."""
     if not fnmatch.fnmatchcase(tool, rule.tool):
@@ -118,22 +155,39 @@ def rule_matches(rule: PolicyRule, tool: str, arguments: Any) -> bool:
     for name, pattern in rule.when.items():
         if name not in arguments:
             return False
-        if not pattern_matches(pattern, value_text(arguments[name]), allow=allow):
+        text = argument_text(
+            name,
+            arguments[name],
+            path_parameters=path_parameters,
+            legacy_shell_safety=legacy_shell_safety,
+        )
+        if not pattern_matches(pattern, text, allow=allow, legacy_shell_safety=legacy_shell_safety):
             return False
     return True
 
 
 def evaluate(
-    rules: Sequence[PolicyRule], tool: str, arguments: Any, *, requires_approval: bool
+    rules: Sequence[PolicyRule],
+    tool: str,
+    arguments: Any,
+    *,
+    requires_approval: bool,
+    path_parameters: Collection[str] = (),
+    legacy_shell_safety: bool = False,
 ) -> Verdict:
     """Decide one call (`arguments` as the model gave them: a JSON string or a value) by the
     effective `rules`; `requires_approval` is the tool's own default (its spec, or the run's
     `approval_required`).
 
+    `path_parameters`: the tool's spec's `path_parameters`, whose string values rules see
+    normalised (`workflows.paths.normal_path`); leave it empty for runs recorded before.
+    `legacy_shell_safety`: decide as runs recorded before shell safety by position did (the
+    substring rule, and non-string values with `\\u` escapes).
+
     The same decision as the first rule for which `rule_matches` holds, made faster (see
     `_Call`). Arguments nested too deeply to read are never decided by a rule: a person is
     asked."""
-    call = _Call(tool, arguments)
+    call = _Call(tool, arguments, path_parameters, legacy_shell_safety)
     try:
         for index, rule in enumerate(rules):
             if not call.named(rule.tool):
@@ -152,11 +206,15 @@ def evaluate(
 class _Call:
     """One call as the rules see it. Each part is worked out once, and only when a rule needs
     it: a tool glob is tried once per call, the arguments are parsed once, and each argument's
-    text (with the metacharacters it holds) is made once."""
+    text (with, for the earlier substring rule, the metacharacters it holds) is made once."""
 
-    def __init__(self, tool: str, arguments: Any) -> None:
+    def __init__(
+        self, tool: str, arguments: Any, path_parameters: Collection[str], legacy: bool
+    ) -> None:
         self._tool = tool
         self._arguments = arguments
+        self._path_parameters = path_parameters
+        self._legacy = legacy
         self._parsed = False
         self._values: dict[str, Any] | None = None
         self._names: dict[str, bool] = {}
@@ -180,13 +238,28 @@ class _Call:
             if seen is None:
                 if name not in self._values:
                     return False
-                text = value_text(self._values[name])
-                present = frozenset(m for m in SHELL_METACHARACTERS if m in text)
+                text = argument_text(
+                    name,
+                    self._values[name],
+                    path_parameters=self._path_parameters,
+                    legacy_shell_safety=self._legacy,
+                )
+                present = (
+                    frozenset(m for m in LEGACY_SHELL_METACHARACTERS if m in text)
+                    if self._legacy
+                    else frozenset()
+                )
                 seen = self._texts[name] = (text, present)
             text, present = seen
-            if allow and present and not present <= _listed(pattern):
-                return False
-            if _glob(pattern)(text) is None:
+            if not allow:
+                matcher = _glob(pattern)
+            elif self._legacy:
+                if present and not present <= _listed(pattern):
+                    return False
+                matcher = _glob(pattern)
+            else:
+                matcher = shell_safe_glob(pattern)
+            if matcher(text) is None:
                 return False
         return True
 
@@ -198,68 +271,13 @@ def _glob(pattern: str) -> Callable[[str], re.Match[str] | None]:
 
 @functools.lru_cache(maxsize=4096)
 def _listed(pattern: str) -> frozenset[str]:
-    """The metacharacters a pattern holds literally."""
-    return frozenset(m for m in SHELL_METACHARACTERS if m in pattern)
+    """The metacharacters of the earlier substring rule that a pattern holds anywhere."""
+    return frozenset(m for m in LEGACY_SHELL_METACHARACTERS if m in pattern)
 
 
-# ---- remember: an answer that becomes a rule ----
+# ---- globs ----
 
 
 def literal_glob(name: str) -> str:
     """A glob that matches exactly `name` (tool names rarely hold `*`, `?` or `[`)."""
     return _GLOB_SPECIAL.sub(r"[\1]", name)
-
-
-def remembered_rule(tool: str, answer: ToolApprovalResponse) -> PolicyRule:
-    """The rule an answer with `remember` adds: always allow (or deny) this tool in this run."""
-    reason = answer.reason
-    if reason is not None:
-        reason = reason[:MAX_RULE_REASON_CHARS]
-    return PolicyRule(
-        tool=literal_glob(tool), decision="allow" if answer.approved else "deny", reason=reason
-    )
-
-
-def remember(run_rules: Sequence[PolicyRule], rule: PolicyRule) -> list[PolicyRule]:
-    """The run's rules with `rule` at the front. A later rule with the same `tool` can never
-    decide again (the new rule, without `when`, matches every call it would), so it is dropped:
-    the list stays as long as the tools remembered, however often people answer."""
-    return [rule, *(r for r in run_rules if r.tool != rule.tool)]
-
-
-# ---- edit on approval: the call that runs ----
-
-
-@dataclass(frozen=True)
-class Edit:
-    call: ToolCall
-    """The call as it runs: the same id and tool, the person's arguments."""
-    original_arguments: Any
-    """The arguments the model gave."""
-
-
-def edited_call(call: ToolCall, arguments: dict[str, Any]) -> Edit:
-    """The call with the person's arguments, in the model's form: JSON text when the model sent
-    text (as chat models do), else the object."""
-    shown: Any = (
-        json.dumps(arguments, ensure_ascii=False) if isinstance(call.arguments, str) else arguments
-    )
-    return Edit(
-        call=call.model_copy(update={"arguments": shown}), original_arguments=call.arguments
-    )
-
-
-def with_call(messages: Sequence[ChatMessage], call: ToolCall) -> list[ChatMessage]:
-    """The messages with the last assistant message's call of the same id replaced by `call`,
-    so the conversation says what ran. Unchanged when no such call is there."""
-    out = list(messages)
-    for index in range(len(out) - 1, -1, -1):
-        message = out[index]
-        if message.role != "assistant" or not message.tool_calls:
-            continue
-        if all(c.id != call.id for c in message.tool_calls):
-            return out
-        calls = [call if c.id == call.id else c for c in message.tool_calls]
-        out[index] = message.model_copy(update={"tool_calls": calls})
-        return out
-    return out

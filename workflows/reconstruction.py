@@ -68,6 +68,7 @@ def plan_resume(
     *,
     max_runs: int | None = None,
     max_argument_chars: int | None = None,
+    refuse: Callable[[ToolCall, str | None], str | None] | None = None,
 ) -> list[Step]:
     """Decide, for each pending call in order, whether to execute it or what to answer instead.
 
@@ -75,6 +76,8 @@ def plan_resume(
     - unknown tool → `Tool '{name}' not found`;
     - arguments that are not valid JSON, or longer than `max_argument_chars` → the
       invalid-arguments envelope;
+    - `refuse(call, arguments_error)` gives content (the run will not run this call: a repeat,
+      arguments cut off at the token limit) → that content;
     - beyond the first `max_runs` calls to execute → the too-many-calls envelope;
     - otherwise (approved, or not in need of approval) → execute.
     """
@@ -102,6 +105,10 @@ def plan_resume(
             )
             continue
         parsed = parse_arguments(call.arguments)
+        refusal = None if refuse is None else refuse(call, None if parsed.ok else parsed.error)
+        if refusal is not None:
+            steps.append(Respond(call, refusal))
+            continue
         if not parsed.ok:
             steps.append(Respond(call, invalid_arguments_message(parsed.error)))
             continue

@@ -1,22 +1,86 @@
-"""Where a generation's state comes from: handed over at continue-as-new, or new from the run's
-input (including the first release's hand-over format, so runs it continued go on)."""
+"""A generation's state: where it comes from and how it is handed on. The one place that reads
+and writes the hand-over of continue-as-new.
+
+- A new run builds its state from its input (`messages`, `options`).
+- A generation the workflow itself continued as new gets the previous generation's state as it
+  was (`AgentRunInput.state`), or, for runs continued by the first release, its flat hand-over
+  (`AgentRunInput.continued`, read by `from_carried`).
+- A client cannot claim to be a continuation: `state` and `continued` are taken only when the
+  run was continued as new (`workflow.info().continued_run_id` is set).
+"""
 
 from __future__ import annotations
 
-from workflows.model import AgentRunInput, AgentState, ApprovalWait, CarriedState, SessionWait
+from temporalio.contrib.workflow_streams import WorkflowStreamState
+
+from workflows.model import (
+    AgentEvent,
+    AgentRunInput,
+    AgentRunOptions,
+    AgentState,
+    ApprovalWait,
+    CarriedState,
+    SessionWait,
+)
+from workflows.rules import PolicyRule
+
+NOT_A_CONTINUATION = (
+    "Invalid AgentRunInput: `state` and `continued` are set only by the workflow itself when it"
+    " continues as new; start a run with `messages` and `options`"
+)
 
 
-def initial_state(run_input: AgentRunInput) -> AgentState:
+def initial_state(
+    run_input: AgentRunInput, *, continued: bool, strict: bool = True
+) -> tuple[AgentState, str | None]:
+    """The state this generation starts from, and why the input is refused (or None). With
+    `strict` (runs of this release on), a hand-over given at a start that is not a
+    continue-as-new is refused and a new state is built from the input's messages instead."""
+    handed = run_input.state is not None or run_input.continued is not None
+    if strict and handed and not continued:
+        return new_state(run_input), NOT_A_CONTINUATION
     if run_input.state is not None:
-        return run_input.state
+        return run_input.state, None
     if run_input.continued is not None:
-        return from_carried(run_input, run_input.continued)
+        return from_carried(run_input, run_input.continued), None
+    state = new_state(run_input)
+    return state, duplicate_call_ids(state) if strict else None
+
+
+def new_state(run_input: AgentRunInput) -> AgentState:
     policy = run_input.options.approval_policy
-    return AgentState(
-        messages=list(run_input.messages),
-        options=run_input.options,
-        run_rules=list(policy.rules) if policy is not None else [],
+    rules: list[PolicyRule] = list(policy.rules) if policy is not None else []
+    return AgentState(messages=list(run_input.messages), options=run_input.options, run_rules=rules)
+
+
+def duplicate_call_ids(state: AgentState) -> str | None:
+    """Why the input's conversation is refused: two tool calls with one id (an answer must be
+    for one call only), or None."""
+    seen: set[str] = set()
+    for message in state.messages:
+        for call in message.tool_calls or []:
+            if call.id in seen:
+                shown = call.id if len(call.id) <= 80 else call.id[:80] + "…"
+                return f"Invalid AgentRunInput: two tool calls have the id '{shown}'"
+            seen.add(call.id)
+    return None
+
+
+def handover(
+    state: AgentState, events: list[AgentEvent], stream: WorkflowStreamState | None
+) -> AgentRunInput:
+    """The next generation's input: the state as it is, with the retained events and stream
+    tail. Answers given at start are spent (they applied to the first generation only); the
+    options travel once, in the state."""
+    handed = state.model_copy(
+        update={
+            "generation": state.generation + 1,
+            "events": events,
+            "stream": stream,
+            "options": state.options.model_copy(update={"tool_approval_responses": []}),
+        }
     )
+    return AgentRunInput(messages=[], options=AgentRunOptions(), state=handed)
 
 
 def from_carried(run_input: AgentRunInput, carried: CarriedState) -> AgentState:

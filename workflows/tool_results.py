@@ -61,3 +61,12 @@ def bound_text(text: str, limit: int) -> str:
         if fits >= keep:
             return text[:keep] + marker
         keep = fits
+
+
+def cut_off_message(max_tokens: int | None) -> str:
+    """A call whose arguments were cut off at the token limit, in terms the model can act on
+    (the conversation it is sent holds `{}` for the cut arguments, not the broken text)."""
+    at = f" (max_tokens {max_tokens})" if max_tokens is not None else ""
+    return invalid_arguments_message(
+        f"your call was cut off at the token limit{at}: make it shorter or split it"
+    )

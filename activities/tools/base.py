@@ -19,6 +19,10 @@ class ToolError(Exception):
 ToolFunction = Callable[[dict[str, Any]], Awaitable[Any]]
 """Takes the parsed arguments (a JSON object) and returns the result's `data`."""
 
+PathResolver = Callable[[str], str]
+"""Takes a path argument's value and returns the workspace-relative path the tool would open
+for it; raises ToolError when the tool would refuse the path."""
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -32,6 +36,10 @@ class Tool:
     """How long one call may run before Temporal gives up on it; None: 5 minutes."""
     path_parameters: tuple[str, ...] = ()
     """Parameters that name a path in the workspace (rules see them normalised)."""
+    opened_path: PathResolver | None = field(default=None, repr=False)
+    """The workspace-relative path this tool opens for the value of one of its path
+    parameters (symlinks followed as the tool follows them); the worker re-checks its
+    enforced rules with it. None: rules see only the path as written."""
 
     def spec(self) -> ToolSpec:
         return ToolSpec(

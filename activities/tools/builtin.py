@@ -191,12 +191,16 @@ def build_default_registry(
                     "required": [],
                 },
                 run=_threaded(_list_dir, ws),
+                path_parameters=("path",),
+                opened_path=partial(ws.opened_path, follow_last=True),
             ),
             Tool(
                 name="read_file",
                 description=f"Read a text file in the workspace (up to {READ_LIMIT_BYTES} bytes).",
                 parameters=PATH_PARAMETERS,
                 run=_threaded(_read_file, ws),
+                path_parameters=("path",),
+                opened_path=partial(ws.opened_path, follow_last=True),
             ),
             Tool(
                 name="run_command",
@@ -229,6 +233,8 @@ def build_default_registry(
                 ),
                 parameters=PATH_PARAMETERS,
                 run=_threaded(_delete_path, ws),
+                path_parameters=("path",),
+                opened_path=partial(ws.opened_path, follow_last=False),  # the entry itself
                 requires_approval=True,
                 safe_to_retry=False,
             ),

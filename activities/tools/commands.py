@@ -1,6 +1,6 @@
 """`run_command`: a shell command in the workspace, sandboxed when the machine allows it
-(see `sandbox`), with a timeout, resource limits and bounded output; nothing it started
-outlives it."""
+(see `sandbox`), with a timeout, resource limits (its own cgroup where the worker may create
+one, see `limits`) and bounded output; nothing it started outlives it."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from activities.tools.base import ToolError, string_argument
+from activities.tools.cgroups import CommandGroup, cgroup_support
 from activities.tools.fs import Workspace, os_error, preview
-from activities.tools.sandbox import CommandPolicy, bwrap_argv, command_env, limits_preexec
+from activities.tools.limits import limits_preexec
+from activities.tools.sandbox import SHELL, CommandPolicy, bwrap_argv, command_env
+from activities.tools.uplink import NetworkUnavailable, launcher_argv
 from workflows.tool_results import bound_text
 
 STDOUT_LIMIT = 8_000
@@ -20,7 +23,6 @@ STDERR_LIMIT = 4_000
 DRAIN_AFTER_EXIT_SECONDS = 2.0
 """After the command exits, how long to wait for output still in the pipes (a process that
 escaped the group in an unsandboxed run can hold them open)."""
-SHELL = "/bin/sh"
 
 
 @dataclass
@@ -71,10 +73,48 @@ async def _reap(process: asyncio.subprocess.Process, tasks: list[asyncio.Future[
 
 
 def command_argv(policy: CommandPolicy, workspace: Workspace, command: str) -> list[str]:
+    """`/bin/sh -c COMMAND`, in bwrap when sandboxed (through the launcher when the command gets
+    an uplink)."""
     shell = [SHELL, "-c", command]
-    if policy.sandbox == "bwrap" and policy.bwrap:
-        return bwrap_argv(policy.bwrap, workspace.root, shell, network=policy.network)
-    return shell
+    if policy.sandbox != "bwrap" or not policy.bwrap:
+        return shell
+    inner = bwrap_argv(policy.bwrap, workspace.root, shell, private=policy.private)
+    try:
+        uplink = policy.uplink_tool()
+    except NetworkUnavailable as err:
+        raise ToolError(str(err)) from None
+    return inner if uplink is None else launcher_argv(inner, uplink=uplink)
+
+
+def _command_group(policy: CommandPolicy) -> CommandGroup | None:
+    support = cgroup_support()
+    if support is None:
+        return None
+    limits = policy.limits
+    try:
+        return CommandGroup(support, limits.max_processes, limits.max_memory_mb)
+    except OSError as err:
+        raise ToolError(f"could not create the command's cgroup ({err.strerror})") from None
+
+
+def _limit_notes(group: CommandGroup | None, policy: CommandPolicy) -> list[str]:
+    """What the limits stopped, for the model (appended to stderr)."""
+    notes: list[str] = []
+    if group is None:
+        return notes
+    refused = group.refused_forks()
+    if refused:
+        notes.append(
+            f"[{refused} new process(es) refused: the command reached its limit of"
+            f" {policy.limits.max_processes} processes]"
+        )
+    killed = group.memory_kills()
+    if killed:
+        notes.append(
+            f"[{killed} process(es) killed: the command reached its memory limit of"
+            f" {policy.limits.max_memory_mb} MB]"
+        )
+    return notes
 
 
 async def run_command(
@@ -86,16 +126,36 @@ async def run_command(
     command = string_argument(args, "command")
     if not command.strip():
         raise ToolError("command must not be empty")
+    if not policy.runs_commands:
+        raise ToolError(f"run_command is off: commands cannot be sandboxed here ({policy.reason})")
+    argv = command_argv(policy, workspace, command)
+    group = _command_group(policy)
+    try:
+        return await _run(workspace, limit_seconds, policy, command, argv, group)
+    finally:
+        if group is not None:
+            await asyncio.shield(asyncio.to_thread(group.close))
+
+
+async def _run(
+    workspace: Workspace,
+    limit_seconds: float,
+    policy: CommandPolicy,
+    command: str,
+    argv: list[str],
+    group: CommandGroup | None,
+) -> dict[str, Any]:
+    joins = group.procs_files if group is not None else ()
     try:
         process = await asyncio.create_subprocess_exec(
-            *command_argv(policy, workspace, command),
+            *argv,
             cwd=workspace.root,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
             env=command_env(workspace.root, policy.env_names),
-            preexec_fn=limits_preexec(limit_seconds),
+            preexec_fn=limits_preexec(limit_seconds, policy.limits, joins),
         )
     except OSError as problem:  # e.g. the workspace folder was removed
         raise os_error(problem, ".") from None
@@ -119,4 +179,8 @@ async def run_command(
     # A normal exit: whatever it left running in the background goes too.
     _kill_group(process)
     await _settle(readers, DRAIN_AFTER_EXIT_SECONDS)
-    return {"stdout": out.text(), "stderr": err.text(), "exit_code": exit_code}
+    stderr = err.text()
+    notes = _limit_notes(group, policy)
+    if notes:
+        stderr += ("\n" if stderr and not stderr.endswith("\n") else "") + "\n".join(notes)
+    return {"stdout": out.text(), "stderr": stderr, "exit_code": exit_code}

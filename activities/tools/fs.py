@@ -7,6 +7,10 @@ target is walked the same way, from the folder it sits in or, for an absolute ta
 workspace folder (which the target must name). A symlink that leads out, or a folder that is
 swapped for a symlink between the check and the use, is refused instead of followed.
 
+A path that ends in `/` (or `/.`) names a folder: `notes.txt/` is refused, as the kernel
+refuses it, instead of opening `notes.txt` (rules see `notes.txt/` as `notes.txt`, and a tool must
+not open a file under a name its rules did not see).
+
 Errors name paths relative to the workspace, never the worker's absolute paths.
 """
 
@@ -89,6 +93,16 @@ def _parts(text: str) -> list[str]:
     return [p for p in text.split("/") if p not in ("", ".")]
 
 
+def names_a_folder(raw: str) -> bool:
+    """Whether `raw` ends in `/` or `/.` (`a/`, `a/.`, `a//`): it names a folder."""
+    last = raw.rsplit("/", 1)
+    return len(last) == 2 and last[1] in ("", ".")
+
+
+def not_a_folder(raw: str) -> ToolError:
+    return ToolError(f"'{preview(raw)}' ends in '/' but is not a folder; refused")
+
+
 def _relative(names: list[str], name: str | None = None) -> str:
     joined = "/".join([*names, *([name] if name else [])])
     return joined or "."
@@ -138,7 +152,10 @@ class Workspace:
     def locate(self, raw: str, *, follow_last: bool) -> Located:
         """Walk `raw` from the workspace folder. Intermediate symlinks are followed (staying
         inside); the last one only with `follow_last`. Refused (ToolError): an empty path, a
-        NUL byte, `..` above the workspace, an absolute path elsewhere, a symlink out."""
+        NUL byte, `..` above the workspace, an absolute path elsewhere, a symlink out, and a
+        path ending in `/` whose entry is not a folder (for `follow_last=False`, a symlink is
+        not a folder)."""
+        folder_only = names_a_folder(raw)
         pending = deque(self.initial_parts(raw))
         stack: list[int] = [os.open(self.root, _DIR_FLAGS & ~os.O_NOFOLLOW)]
         names: list[str] = []
@@ -165,6 +182,7 @@ class Workspace:
                     if hops > MAX_SYMLINKS:
                         raise ToolError(f"'{preview(raw)}' has too many levels of symlinks")
                     target = self._read_link(here, name, names)
+                    folder_only = folder_only or (last and names_a_folder(target))
                     if target.startswith("/"):
                         inside = self._inside_parts(target, raw)
                         while len(stack) > 1:
@@ -175,6 +193,8 @@ class Workspace:
                         pending.extendleft(reversed(_parts(target)))
                     continue
                 if last:
+                    if folder_only and not stat.S_ISDIR(info.st_mode):
+                        raise not_a_folder(raw)
                     return self._found(stack, names, name)
                 if len(names) >= MAX_DEPTH:
                     raise ToolError(
@@ -190,6 +210,12 @@ class Workspace:
             for fd in stack:
                 os.close(fd)
             raise
+
+    def opened_path(self, raw: str, *, follow_last: bool) -> str:
+        """The workspace-relative path `locate` leads to (what a tool opens for `raw`): the
+        worker re-checks its enforced rules with it. ToolError when the tool would refuse."""
+        with self.locate(raw, follow_last=follow_last) as located:
+            return located.relative
 
     @staticmethod
     def _found(stack: list[int], names: list[str], name: str | None) -> Located:

@@ -8,8 +8,9 @@ against that session, so a cancelled activity cancels its call and nothing else.
 
 Each server tool is offered as `NAME__TOOL` and runs through `execute_tool` like any other tool:
 approval and at-most-once come from the tool's annotations (`readOnlyHint` needs no approval;
-`readOnlyHint` or `idempotentHint` makes it safe to retry). A stdio server gets only PATH, HOME
-and LANG plus its entry's `env`, never the worker's secrets.
+`readOnlyHint` or `idempotentHint` makes it safe to retry). A stdio server runs in the sandbox
+(`mcp_sandbox`): only PATH, HOME and LANG plus its entry's `env`, never the worker's secrets, and
+only the system folders, the workspace and its own program to see.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import contextlib
 import hashlib
 import os
 import re
-import shutil
 import tempfile
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -34,12 +34,14 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from activities.tools.base import Tool, ToolError
+from activities.tools.cgroups import CommandGroup
 from activities.tools.mcp_config import (
     Approval,
     McpConfigError,
     McpServerConfig,
     load_config,
 )
+from activities.tools.mcp_sandbox import ServerSandbox, unsandboxed_parameters
 
 START_TIMEOUT_SECONDS = 30.0
 """A server must start and list its tools within this long, or the worker does not start."""
@@ -50,8 +52,6 @@ NAME_LIMIT = 64
 """Tool names the model sees fit `^[a-zA-Z0-9_-]{1,64}$`."""
 DESCRIPTION_LIMIT = 4_000
 """A server's tool description is cut to this many characters (it travels in every request)."""
-PASSED_ENVIRONMENT = ("PATH", "HOME", "LANG")
-"""The worker's variables a stdio server gets (its entry's `env` comes on top)."""
 
 _NOT_NAME = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -129,8 +129,11 @@ class _Session:
     """One connection to a server, from the handshake to the end: entered and left by its own
     task. Calls use `client` from the caller's task."""
 
-    def __init__(self, config: McpServerConfig) -> None:
+    def __init__(self, config: McpServerConfig, sandbox: ServerSandbox | None) -> None:
         self.config = config
+        self.sandbox = sandbox
+        self.group: CommandGroup | None = None
+        """The cgroup a sandboxed stdio server runs in (removed when the session ends)."""
         self.client: mcp.Client | None = None
         self.stderr: TextIO | None = (
             None
@@ -155,7 +158,10 @@ class _Session:
             await stack.enter_async_context(http)
             return streamable_http_client(config.url, http_client=http)
         assert self.stderr is not None
-        return stdio_client(stdio_parameters(config), errlog=self.stderr)
+        if self.sandbox is None:
+            return stdio_client(unsandboxed_parameters(config), errlog=self.stderr)
+        parameters, self.group = await asyncio.to_thread(self.sandbox.launch, config)
+        return stdio_client(parameters, errlog=self.stderr)
 
     async def _own(self) -> None:
         try:
@@ -177,6 +183,9 @@ class _Session:
                 raise
         finally:
             self.client = None
+            if self.group is not None:
+                group, self.group = self.group, None
+                await asyncio.to_thread(group.close)
 
     def _describe(self, err: BaseException) -> str:
         said = _tail(self.stderr)
@@ -228,27 +237,16 @@ class _Session:
             self.stderr.close()
 
 
-def stdio_parameters(config: McpServerConfig) -> mcp.StdioServerParameters:
-    """Run the command under `env -i`: the SDK would pass on more of the worker's environment
-    (LOGNAME, SHELL, TERM, USER); the server gets PATH, HOME, LANG and its entry's `env` only."""
-    assert config.command is not None
-    environment = {k: os.environ[k] for k in PASSED_ENVIRONMENT if k in os.environ}
-    environment.update(config.env)
-    program = shutil.which("env") or "/usr/bin/env"
-    assignments = [f"{key}={value}" for key, value in environment.items()]
-    return mcp.StdioServerParameters(
-        command=program, args=["-i", *assignments, config.command, *config.args]
-    )
-
-
 # ---------------------------------------------------------------- one server
 
 
 class McpServer:
-    """A configured server: its session, started again when it dies."""
+    """A configured server: its session, started again when it dies. `sandbox`: where a stdio
+    server runs (None: unsandboxed, as `AGENT_SANDBOX=off` says)."""
 
-    def __init__(self, config: McpServerConfig) -> None:
+    def __init__(self, config: McpServerConfig, sandbox: ServerSandbox | None) -> None:
         self.config = config
+        self.sandbox = sandbox
         self._session: _Session | None = None
         self._lock = asyncio.Lock()
         self.tools: list[mcp_types.Tool] = []
@@ -259,7 +257,7 @@ class McpServer:
 
     async def start(self, within: float = START_TIMEOUT_SECONDS) -> list[mcp_types.Tool]:
         """Start the server and read its tool list (raises McpStartError naming it)."""
-        session = _Session(self.config)
+        session = _Session(self.config, self.sandbox)
         self._session = session
         try:
             self.tools = await asyncio.wait_for(self._list(session), within)
@@ -299,7 +297,7 @@ class McpServer:
                 return current  # another call started it again already
             if current is not None:
                 await current.close()
-            session = _Session(self.config)
+            session = _Session(self.config, self.sandbox)
             self._session = session
             try:
                 await asyncio.wait_for(session.connected(), START_TIMEOUT_SECONDS)
@@ -373,14 +371,19 @@ class McpServer:
 
 
 class McpServers:
-    """The servers of one configuration, started together and stopped together."""
+    """The servers of one configuration, started together and stopped together. `sandbox`:
+    where the stdio servers run (None: unsandboxed). Raises McpConfigError when a server cannot
+    run here as its entry says (no sandbox, no uplink for `"network": true`)."""
 
-    def __init__(self, configs: list[McpServerConfig]) -> None:
-        self.servers = [McpServer(config) for config in configs]
+    def __init__(self, configs: list[McpServerConfig], *, sandbox: ServerSandbox | None) -> None:
+        if sandbox is not None:
+            for config in configs:
+                sandbox.check(config)
+        self.servers = [McpServer(config, sandbox) for config in configs]
 
     @classmethod
-    def from_file(cls, path: Path) -> McpServers:
-        return cls(load_config(path))
+    def from_file(cls, path: Path, *, sandbox: ServerSandbox | None) -> McpServers:
+        return cls(load_config(path), sandbox=sandbox)
 
     async def start(self, within: float = START_TIMEOUT_SECONDS) -> None:
         """Start every server at once; the first that fails stops them all (McpStartError)."""

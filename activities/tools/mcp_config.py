@@ -3,13 +3,21 @@ mistake stops the worker's start with one line naming the server and the field.
 
     {"mcpServers": {
         "time": {"command": "mcp-server-time", "args": [], "env": {}},
+        "fetch": {"command": "mcp-server-fetch", "network": true},
+        "tools": {"command": "python3", "args": ["/srv/tools/server.py"],
+                  "read_only": ["/srv/tools"]},
         "tickets": {"url": "http://127.0.0.1:9000/mcp", "headers": {"Authorization": "…"},
                     "approval": "always"}}}
+
+A stdio server runs in the sandbox: `"network": true` gives it its own network with an uplink
+(never the host's), `"read_only"` names absolute paths it may read besides the system folders,
+the workspace and its own program.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +45,10 @@ class McpServerConfig:
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     approval: Approval = "annotations"
+    network: bool = False
+    """A stdio server's sandbox gets its own network with an uplink (default: no network)."""
+    read_only: tuple[str, ...] = ()
+    """Absolute paths a stdio server may read in its sandbox, besides what it always sees."""
 
     def __post_init__(self) -> None:
         where = f"MCP server '{self.name}'"
@@ -58,6 +70,13 @@ class McpServerConfig:
             raise McpConfigError(
                 f'{where}: "approval" must be one of {", ".join(APPROVALS)}, got {self.approval!r}'
             )
+        if self.url is not None and (self.network or self.read_only):
+            raise McpConfigError(f'{where}: "network" and "read_only" are for stdio servers')
+        for path in self.read_only:
+            if not os.path.isabs(path):
+                raise McpConfigError(f'{where}: "read_only" path {path!r} is not absolute')
+            if not os.path.exists(path):
+                raise McpConfigError(f'{where}: "read_only" path {path!r} does not exist')
 
 
 def _strings(value: object, what: str) -> tuple[str, ...]:
@@ -94,6 +113,9 @@ def parse_config(document: object, source: str = "AGENT_MCP_CONFIG") -> list[Mcp
             raise McpConfigError(
                 f'{where}: "approval" must be one of {", ".join(APPROVALS)}, got {approval!r}'
             )
+        network = entry.get("network", False)
+        if not isinstance(network, bool):
+            raise McpConfigError(f'{where}: "network" must be true or false')
         servers.append(
             McpServerConfig(
                 name=str(name),
@@ -103,6 +125,8 @@ def parse_config(document: object, source: str = "AGENT_MCP_CONFIG") -> list[Mcp
                 url=url,
                 headers=_string_map(entry.get("headers", {}), f'{where}: "headers"'),
                 approval=approval,
+                network=network,
+                read_only=_strings(entry.get("read_only", []), f'{where}: "read_only"'),
             )
         )
     return servers

@@ -1,25 +1,53 @@
-"""Where `run_command` runs: inside bubblewrap when it works on this machine, else as a plain
-process group. Either way with an allow-listed environment and resource limits.
+"""Where `run_command` (and every MCP stdio server) runs: inside bubblewrap when it works on this
+machine; without it, commands are not offered unless `AGENT_SANDBOX=off` says to run them as a
+plain process group. Either way with an allow-listed environment and resource limits (`limits`).
 
 Approval decides whether a command runs; this module decides what it can reach. In the sandbox
-a command sees its own processes only (a new PID namespace and its own `/proc`, so never the
-worker or its environment), can write only the workspace (everything else is read-only, `/tmp`
-is private, the worker's home folder and `/run` are hidden), has no network unless asked for,
-and everything it started ends when it ends.
+a process sees its own processes only (a new PID namespace and its own `/proc`, so never the
+worker or its environment), sees only the system folders and the workspace (`sandbox_layout`:
+never the state folder, the workspace's parent, the worker's working directory or a home
+folder), can write only the workspace and its private `/tmp`, has its own network namespace
+(empty, or with an uplink that keeps the host's loopback out: `uplink`), and everything it
+started ends when it ends.
 """
 
 from __future__ import annotations
 
 import os
-import resource
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Literal
+
+from activities.tools.limits import (
+    ADDRESS_SPACE_BYTES,
+    FILE_SIZE_BYTES,
+    OPEN_FILES,
+    CommandLimits,
+    limits_preexec,
+)
+from activities.tools.sandbox_layout import mask_args, private_paths, system_args, visible_sources
+from activities.tools.uplink import NetworkUnavailable, require_uplink
+
+__all__ = [
+    "ADDRESS_SPACE_BYTES",
+    "FILE_SIZE_BYTES",
+    "OPEN_FILES",
+    "SANDBOX_MODES",
+    "CommandLimits",
+    "CommandPolicy",
+    "NetworkUnavailable",
+    "SandboxUnavailable",
+    "bwrap_argv",
+    "bwrap_status",
+    "choose_policy",
+    "command_env",
+    "limits_preexec",
+]
 
 SandboxKind = Literal["bwrap", "none"]
 SandboxMode = Literal["auto", "required", "off"]
@@ -29,15 +57,9 @@ DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_LANG = "C.UTF-8"
 ALWAYS_PASSED = ("PATH", "HOME", "LANG")
 """The variables every command gets (HOME is the workspace); AGENT_COMMAND_ENV adds names."""
-
-PROCESS_BUDGET = 256
-"""How many processes a command may add to those the worker's user already has (the kernel
-counts processes per user, so the limit is set relative to the count at start)."""
-ADDRESS_SPACE_BYTES = 4 * 1024**3
-"""Virtual memory per process (generous: runtimes such as node or the JVM reserve a lot)."""
-FILE_SIZE_BYTES = 1024**3
-"""The largest file a command may write."""
-OPEN_FILES = 1024
+SHELL = "/bin/sh"
+"""The one shell every command runs with (the sandbox's), never the worker's `$SHELL`: a rule
+means the same command on every machine."""
 
 PROBE_TIMEOUT_SECONDS = 15.0
 
@@ -48,15 +70,32 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class CommandPolicy:
-    """How commands run: the isolation, the network, the extra environment names."""
+    """How commands run: the isolation, the network, the extra environment names, the limits."""
 
     sandbox: SandboxKind
     network: bool = False
+    """Sandboxed: the process's own network namespace gets an uplink (never the host's)."""
     env_names: tuple[str, ...] = ()
     bwrap: str | None = field(default=None, repr=False)
     """The bwrap executable (with `sandbox="bwrap"`)."""
     reason: str = ""
     """Without a sandbox: why (for the worker's warning)."""
+    runs_commands: bool = True
+    """False when there is no sandbox and nobody said `AGENT_SANDBOX=off`: `run_command` is not
+    offered, refuses to run, and MCP stdio servers do not start."""
+    limits: CommandLimits = field(default_factory=CommandLimits)
+    uplink: str | None = field(default=None, repr=False)
+    """slirp4netns, when `network` (found at start; looked up at first use otherwise)."""
+    private: tuple[Path, ...] = ()
+    """More of the worker's places never shown (the state folder), besides the folder the
+    workspace sits in, the working directory and the home folder."""
+
+    def uplink_tool(self) -> str | None:
+        """slirp4netns for a sandboxed process with the network on; None without the network.
+        Raises NetworkUnavailable rather than ever sharing the host's network."""
+        if not self.network or self.sandbox != "bwrap" or self.bwrap is None:
+            return None
+        return self.uplink or require_uplink(self.bwrap, "AGENT_COMMAND_NETWORK=true")
 
 
 # ---- environment ----
@@ -80,71 +119,7 @@ def command_env(
     return chosen
 
 
-# ---- resource limits ----
-
-
-def _user_processes() -> int:
-    """How many processes this user has now (the kernel's RLIMIT_NPROC counts all of them)."""
-    uid = os.getuid()
-    count = 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                if entry.stat(follow_symlinks=False).st_uid == uid:
-                    count += 1
-            except OSError:
-                continue
-    return count
-
-
-def limits_preexec(cpu_seconds: float) -> Callable[[], None]:
-    """A function that sets the command's rlimits in the child, just before exec. It only calls
-    `setrlimit` (no locks, no imports), which is what makes it safe in a threaded worker."""
-    cpu = max(1, int(cpu_seconds) + 1)
-    processes = _user_processes() + PROCESS_BUDGET
-    wanted = [
-        (resource.RLIMIT_NPROC, processes),
-        (resource.RLIMIT_AS, ADDRESS_SPACE_BYTES),
-        (resource.RLIMIT_FSIZE, FILE_SIZE_BYTES),
-        (resource.RLIMIT_CPU, cpu),
-        (resource.RLIMIT_NOFILE, OPEN_FILES),
-    ]
-    # Never raise a hard limit the worker already has lower (that would fail in the child).
-    plan: list[tuple[int, int]] = []
-    for which, value in wanted:
-        _, hard = resource.getrlimit(which)
-        if hard != resource.RLIM_INFINITY:
-            value = min(value, hard)
-        plan.append((which, value))
-
-    def apply() -> None:
-        for which, value in plan:
-            resource.setrlimit(which, (value, value))
-
-    return apply
-
-
 # ---- bubblewrap ----
-
-
-def _hidden_home(environ: Mapping[str, str]) -> list[str]:
-    """Mount an empty folder over the worker's home (its dotfiles hold credentials: ssh keys,
-    cloud and Temporal profiles). The workspace is bound afterwards, so one inside it stays."""
-    home = environ.get("HOME") or ""
-    real = os.path.realpath(home) if os.path.isabs(home) else ""
-    if real in ("", "/") or not os.path.isdir(real):
-        return []
-    return ["--tmpfs", real]
-
-
-def _resolver_folder() -> list[str]:
-    """With the network on, keep DNS working when /etc/resolv.conf points into the hidden
-    /run (systemd-resolved)."""
-    target = os.path.realpath("/etc/resolv.conf")
-    if target.startswith("/run/") and os.path.exists(target):
-        folder = os.path.dirname(target)
-        return ["--ro-bind", folder, folder]
-    return []
 
 
 def bwrap_argv(
@@ -152,19 +127,27 @@ def bwrap_argv(
     workspace: Path,
     argv: Sequence[str],
     *,
-    network: bool = False,
+    private: Sequence[Path] = (),
+    read_only: Sequence[str] = (),
+    unset_env: Sequence[str] = (),
     environ: Mapping[str, str] | None = None,
 ) -> list[str]:
     """The bubblewrap command line that runs `argv` in `workspace`.
 
-    A new user, PID, IPC, UTS and cgroup namespace (and network, unless `network`); all
-    capabilities dropped; the root file system read-only with its own `/proc`, `/dev` and `/tmp`;
-    `/run` (local service sockets) and the worker's home hidden; the workspace bound read-write
-    at the same path. `--die-with-parent` and the PID namespace end every process the command
-    started when bwrap ends, which it does when the command exits.
+    A new user, PID, IPC, UTS, cgroup and network namespace; all capabilities dropped; a root
+    that holds only the system folders (read-only, `/etc` without its private files), its own
+    `/proc`, `/dev`, `/tmp` and `/run`, the `read_only` paths, and the workspace read-write at
+    its own path; an empty folder over the worker's places that lie in a shown folder
+    (`private`, the workspace's parent, the working directory, HOME). `--die-with-parent` and the
+    PID namespace end every process the command started when bwrap ends, which it does when the
+    command exits.
     """
-    env = os.environ if environ is None else environ
-    ws = str(workspace)
+    ws = os.path.realpath(workspace)
+    places = private_paths(Path(ws), private, environ)
+    extra = [os.path.realpath(p) for p in read_only]
+    system = system_args()
+    masks = mask_args(places, visible_sources(), ws)
+    extra_masks = mask_args(places, extra, ws)
     args = [
         bwrap,
         "--die-with-parent",
@@ -174,15 +157,10 @@ def bwrap_argv(
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-cgroup-try",
-    ]
-    if not network:
-        args.append("--unshare-net")
-    args += [
+        "--unshare-net",
         "--cap-drop",
         "ALL",
-        "--ro-bind",
-        "/",
-        "/",
+        *system,
         "--proc",
         "/proc",
         "--dev",
@@ -191,12 +169,18 @@ def bwrap_argv(
         "/tmp",
         "--tmpfs",
         "/run",
+        *masks,
     ]
-    if network:
-        args += _resolver_folder()
-    args += _hidden_home(env)
-    args += ["--bind", ws, ws, "--chdir", ws, "--", *argv]
-    return args
+    for path in extra:
+        args += ["--ro-bind", path, path]
+    args += extra_masks
+    for name in unset_env:
+        args += ["--unsetenv", name]
+    args += ["--bind", ws, ws, "--remount-ro", "/"]
+    empty = [system[i + 1] for i, arg in enumerate(system) if arg == "--tmpfs"]
+    for mask in [*empty, *masks[1::2], *extra_masks[1::2]]:  # the empty folders stay empty
+        args += ["--remount-ro", mask]
+    return [*args, "--chdir", ws, "--", *argv]
 
 
 def probe_bwrap(bwrap: str) -> str | None:
@@ -204,7 +188,7 @@ def probe_bwrap(bwrap: str) -> str | None:
     containers that do not allow user namespaces, for example)."""
     with tempfile.TemporaryDirectory(prefix="agent-sandbox-probe-") as folder:
         workspace = Path(folder).resolve()
-        argv = bwrap_argv(bwrap, workspace, ["/bin/sh", "-c", "echo ok"])
+        argv = bwrap_argv(bwrap, workspace, [SHELL, "-c", "echo ok"])
         try:
             done = subprocess.run(
                 argv,
@@ -236,16 +220,35 @@ def bwrap_status() -> tuple[str | None, str]:
 
 
 def choose_policy(
-    mode: SandboxMode = "auto", *, network: bool = False, env_names: Sequence[str] = ()
+    mode: SandboxMode = "auto",
+    *,
+    network: bool = False,
+    env_names: Sequence[str] = (),
+    limits: CommandLimits | None = None,
+    private: Sequence[Path] = (),
 ) -> CommandPolicy:
-    """The policy for this machine. `auto`: bwrap when it works; `required`: bwrap or
-    SandboxUnavailable; `off`: never (commands run as a plain process group)."""
-    names = tuple(env_names)
+    """The policy for this machine. `auto`: bwrap when it works, else no commands; `required`:
+    bwrap or SandboxUnavailable; `off`: never (commands run as a plain process group). With
+    `network` and bwrap, the uplink must work too (else NetworkUnavailable)."""
+    names, chosen, places = tuple(env_names), limits or CommandLimits(), tuple(private)
     if mode == "off":
-        return CommandPolicy("none", network, names, reason="AGENT_SANDBOX=off")
+        return CommandPolicy(
+            "none", network, names, reason="AGENT_SANDBOX=off", limits=chosen, private=places
+        )
     bwrap, reason = bwrap_status()
     if bwrap is None:
         if mode == "required":
             raise SandboxUnavailable(reason)
-        return CommandPolicy("none", network, names, reason=reason)
-    return CommandPolicy("bwrap", network, names, bwrap=bwrap)
+        return CommandPolicy(
+            "none",
+            network,
+            names,
+            reason=reason,
+            runs_commands=False,
+            limits=chosen,
+            private=places,
+        )
+    uplink = require_uplink(bwrap, "AGENT_COMMAND_NETWORK=true") if network else None
+    return CommandPolicy(
+        "bwrap", network, names, bwrap=bwrap, uplink=uplink, limits=chosen, private=places
+    )

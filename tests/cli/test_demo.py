@@ -17,7 +17,7 @@ EXPECTED_LINES = [
     "[r1] approval call_2 approved by demo",
     "[r0] approval call_1 rejected by demo: check what is in tmp first",
     "[r0] tool_result call_1 run_command: Rejected: check what is in tmp first",
-    "[r1] error: Agent run cancelled",
+    "[r1] error: Agent run cancelled: changed my mind",
     "finished: cancelled",
     '[r0] awaiting_approval call_1 run_command {"command": "echo hello > hello.txt"}',
     "[r0] approval call_1 approved by policy rule 1",

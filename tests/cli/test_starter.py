@@ -167,14 +167,16 @@ async def test_reject_with_reason(agent: Agent) -> None:
 
 async def test_cancel_while_waiting(agent: Agent) -> None:
     workflow_id = await start_waiting(agent, "Please delete notes.txt", "call_2")
-    result = await agent.cli("cancel", workflow_id, "--reason", "changed my mind")
+    result = await agent.cli(
+        "cancel", workflow_id, "--reason", "changed my mind", USER="ann", LOGNAME="ann"
+    )
     assert result.code == 0, result
     assert f"cancel requested for {workflow_id}" in result.stdout
 
     watched = await agent.cli("watch", workflow_id)
     assert watched.code == 3, watched  # followed a run that ended cancelled
     assert watched.stdout.splitlines()[-2:] == [
-        "[r1] error: Agent run cancelled",
+        "[r1] error: Agent run cancelled by ann: changed my mind",
         "finished: cancelled",
     ]
     assert (agent.workspace / "notes.txt").exists()

@@ -37,6 +37,8 @@ FIGURES = [
     "encryption.history_bytes_per_round",
     "policy.per_call",
     "mcp.per_call",
+    "store.round_trip.file",
+    "store.round_trip.s3",
 ]
 
 

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from activities.settings import Settings
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, text, tool_calls
 from tests.helpers import events, of_type, start_run, wait_for_phase, wait_until
 from tests.reliability.processes import ROOT, free_port, port_open
+from tests.sandbox_support import server_entry, server_pids
 from workflows.model import AgentRunInput
 
 BIN = Path(sys.executable).parent
@@ -37,12 +39,8 @@ def tool_content(result: Any, call_id: str) -> dict[str, Any]:
     return parsed
 
 
-def own_stdio_server(**env: str) -> dict[str, Any]:
-    return {
-        "command": sys.executable,
-        "args": ["-m", "tests.mcp_server", "stdio"],
-        "env": {"PYTHONPATH": str(ROOT), **env},
-    }
+def own_stdio_server(mark: str = "", **env: str) -> dict[str, Any]:
+    return server_entry(mark=mark or uuid.uuid4().hex, **env)
 
 
 @contextlib.asynccontextmanager
@@ -121,8 +119,9 @@ async def test_a_read_only_time_tool_runs_without_approval_and_its_result_reache
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    path = tmp_path / "repo"
-    path.mkdir()
+    """A repository in the workspace (a stdio server sees the workspace, nothing beside it)."""
+    path = tmp_path / "ws" / "repo"
+    path.mkdir(parents=True)
     git = ["git", "-C", str(path), "-c", "user.name=t", "-c", "user.email=t@example.com"]
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
     (path / "README").write_text("hello\n")
@@ -189,10 +188,13 @@ async def test_git_reads_run_and_writes_wait_for_approval(client, task_queue, tm
 async def test_a_killed_stdio_server_is_started_again_for_the_next_call(
     client, task_queue, tmp_path
 ):
-    async with agent_worker(client, task_queue, tmp_path, {"own": own_stdio_server()}) as fake:
+    mark = uuid.uuid4().hex
+    servers = {"own": own_stdio_server(mark)}
+    async with agent_worker(client, task_queue, tmp_path, servers) as fake:
         fake.enqueue(tool_calls(("call_1", "own__pid", "{}")), text("first"))
         first = await (await start_run(client, task_queue, AgentRunInput.from_prompt("a"))).result()
-        pid = int(tool_content(first, "call_1")["data"])
+        assert tool_content(first, "call_1")["ok"] is True
+        [pid] = server_pids(mark)  # its host pid (it reports its own PID namespace's)
         os.kill(pid, signal.SIGKILL)
         await wait_until(lambda: not Path(f"/proc/{pid}").exists() or _zombie(pid))
         fake.enqueue(
@@ -203,9 +205,10 @@ async def test_a_killed_stdio_server_is_started_again_for_the_next_call(
         second = await (
             await start_run(client, task_queue, AgentRunInput.from_prompt("b"))
         ).result()
+        [new_pid] = server_pids(mark)
     again = tool_content(second, "call_1")
     assert again["ok"] is True, again
-    assert int(again["data"]) != pid  # a new server process answered
+    assert new_pid != pid  # a new server process answered
     assert tool_content(second, "call_2") == {
         "ok": True,
         "data": {"text": "still here", "length": 10},
@@ -327,8 +330,8 @@ async def test_a_stdio_server_gets_no_secrets_from_the_worker(
             await start_run(client, task_queue, AgentRunInput.from_prompt("e"))
         ).result()
     names = set(tool_content(result, "call_1")["data"].split("\n"))
-    expected = {n for n in ("PATH", "HOME", "LANG") if n in os.environ} | {"PYTHONPATH", "CHOSEN"}
-    assert names == expected
+    allowed = {"PATH", "HOME", "LANG", "PYTHONPATH", "MCP_TEST_MARK", "CHOSEN"}
+    assert names - {"PWD"} == allowed  # bubblewrap sets PWD (the workspace) with --chdir
 
 
 async def test_the_entry_can_require_approval_for_every_tool(client, task_queue, tmp_path):
@@ -373,7 +376,7 @@ async def test_python_worker_py_starts_its_mcp_servers_and_stops_them(client, ta
     worker = await start_worker("mcp-worker", env, tmp_path / "logs")
     try:
         ready = await worker.wait_for_line("worker ready")
-        assert " tools=10 " in ready, ready  # 8 of our own server, 2 of the time server
+        assert " tools=12 " in ready, ready  # 10 of our own server, 2 of the time server
         servers_running = children(worker.pid)
         assert len(servers_running) == 2, servers_running
     finally:

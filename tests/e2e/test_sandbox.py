@@ -205,7 +205,11 @@ async def test_the_sandbox_hides_other_processes_and_has_limits(workspace):
     assert table["Max file size"][:2] == ["1073741824", "1073741824"]
     assert table["Max address space"][:2] == ["4294967296", "4294967296"]
     assert table["Max cpu time"][0] == "31"
-    assert table["Max processes"][0] != "unlimited"
+    from activities.tools.cgroups import cgroup_support
+
+    if cgroup_support() is None:  # else the command's cgroup limits it (test_sandbox_limits)
+        assert table["Max processes"][0] != "unlimited"
+        assert table["Max data size"][0] == str(1024 * 1024 * 1024)
 
 
 # ---- processes ----
@@ -284,17 +288,17 @@ def connect_text(port: int) -> str:
 
 @pytest.mark.parametrize("network", [False, True], ids=["default", "network"])
 @needs_bwrap
-async def test_the_network_is_off_unless_asked_for(workspace, listener, network):
+async def test_the_host_s_loopback_is_out_of_reach_with_or_without_the_network(
+    workspace, listener, network
+):
+    if network and shutil.which("slirp4netns") is None:
+        pytest.skip("slirp4netns is not installed (.ci/run installs it)")
     port, received = listener
     policy = CommandPolicy("bwrap", network=network, bwrap=BWRAP.bwrap)
-    data = await command(acts_for(workspace, policy), connect_text(port))
-    if network:
-        assert data["stdout"] == "connected\n"
-        await wait_until(lambda: received, timeout=3)
-        assert received == [b"hello\n"]
-    else:
-        assert data["stdout"] == ""
-        assert received == []
+    data = await command(acts_for(workspace, policy), connect_text(port) + "; cat /proc/net/dev")
+    assert "connected" not in data["stdout"]
+    assert received == []
+    assert ("tap0:" in data["stdout"]) is network  # with the network: its own uplink device
 
 
 # ---- the worker's start ----
@@ -338,6 +342,9 @@ def test_the_worker_warns_when_commands_are_not_sandboxed(tmp_path):
 
 
 async def test_the_ready_line_says_which_sandbox(client, task_queue, tmp_path):
+    from activities.tools.limits import enforcement
+
+    limits = enforcement()
     for mode, expected in [("auto", BWRAP.sandbox), ("off", "none")]:
         env = worker_env(
             address=client.service_client.config.target_host,
@@ -350,7 +357,7 @@ async def test_the_ready_line_says_which_sandbox(client, task_queue, tmp_path):
         worker = await start_worker(f"ready-{mode}", env, tmp_path / "logs")
         with stopping(worker):
             ready = await worker.wait_for_line("worker ready")
-        assert ready.endswith(f" sandbox={expected}")
+        assert ready.endswith(f" run_command=on limits={limits} sandbox={expected}"), ready
 
 
 def test_command_settings_from_env(tmp_path):
@@ -401,3 +408,22 @@ async def test_a_killed_worker_takes_its_sandboxed_commands_with_it(workspace):
             host.kill()
             await host.wait()
         kill_leftovers(seconds)
+
+
+# ---- one shell ----
+
+SYSTEM_SH = os.path.realpath("/bin/sh")
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+async def test_commands_run_with_the_sandbox_s_bin_sh_never_the_worker_s_shell(
+    workspace, policy, monkeypatch
+):
+    """A rule means the same command everywhere: `/bin/sh`, whatever `$SHELL` the worker has.
+    (Debian's dash has no `${x@P}`: the expansion that bash's sh would run is refused.)"""
+    monkeypatch.setenv("SHELL", "/bin/bash")
+    text = "readlink /proc/$$/exe; echo ${x=\\044\\(id\\)}${x@P}"
+    data = await command(acts_for(workspace, policy), text)
+    shell = data["stdout"].splitlines()[0]
+    assert shell == SYSTEM_SH, data
+    assert "uid=" not in data["stdout"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from workflows.approvals import Approvals
+from workflows.bounds import Limits
+from workflows.conversation import Conversation
 from workflows.model import (
     AgentRunOptions,
     AgentState,
@@ -14,6 +16,7 @@ from workflows.model import (
     ToolCall,
     ToolSpec,
 )
+from workflows.versions import Behaviour
 
 SPECS = [
     ToolSpec(name="list_dir", description="", parameters={}),
@@ -25,7 +28,19 @@ def approvals(
     messages: list[ChatMessage], *, hardened: bool = True, **options: object
 ) -> tuple[Approvals, AgentState]:
     state = AgentState(messages=messages, options=AgentRunOptions(**options), tool_specs=SPECS)
-    return Approvals(state, hardened=hardened), state
+    limits = Limits() if hardened else Limits.first_release()
+    behaviour = Behaviour(hardened=hardened, worker_policy=hardened, trust_and_time=hardened)
+    rules = Approvals(
+        state,
+        Conversation(state, limits),
+        behaviour=behaviour,
+        limits=limits,
+        run_id="run-1",
+        emit=lambda event: None,
+        warn=lambda message: None,
+        now=lambda: datetime.now(UTC),
+    )
+    return rules, state
 
 
 def call(call_id: str, name: str = "run_command", arguments: object = '{"command": "ls"}'):

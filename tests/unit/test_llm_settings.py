@@ -64,3 +64,65 @@ def test_url_credentials_are_not_in_the_settings_repr(tmp_path):
     loaded = settings(tmp_path, LLM_BASE_URL="https://user:pw-SECRET@host/v1/?key=Q-SECRET/")
     assert loaded.llm_base_url == "https://user:pw-SECRET@host/v1?key=Q-SECRET/"
     assert "SECRET" not in repr(loaded)
+
+
+# ---------------------------------------------------------------- local models' settings
+
+
+def test_text_tool_calls(tmp_path):
+    assert settings(tmp_path).llm_text_tool_calls == "parse"
+    for mode in ["parse", "warn", "off", " WARN "]:
+        assert settings(tmp_path, LLM_TEXT_TOOL_CALLS=mode).llm_text_tool_calls == (
+            mode.strip().lower()
+        )
+    with pytest.raises(ValueError, match="LLM_TEXT_TOOL_CALLS must be one of parse, warn, off"):
+        settings(tmp_path, LLM_TEXT_TOOL_CALLS="maybe")
+
+
+def test_parallel_tool_calls(tmp_path):
+    assert settings(tmp_path).llm_parallel_tool_calls is True
+    assert settings(tmp_path, LLM_PARALLEL_TOOL_CALLS="false").llm_parallel_tool_calls is False
+    assert settings(tmp_path, LLM_PARALLEL_TOOL_CALLS="1").llm_parallel_tool_calls is True
+    with pytest.raises(ValueError, match="LLM_PARALLEL_TOOL_CALLS must be true or false"):
+        settings(tmp_path, LLM_PARALLEL_TOOL_CALLS="sometimes")
+
+
+def test_context_tokens_and_summary_model(tmp_path):
+    loaded = settings(tmp_path)
+    assert loaded.llm_context_tokens is None and loaded.llm_summary_model is None
+    loaded = settings(tmp_path, LLM_CONTEXT_TOKENS="2048", LLM_SUMMARY_MODEL=" small ")
+    assert loaded.llm_context_tokens == 2048 and loaded.llm_summary_model == "small"
+    with pytest.raises(ValueError, match="LLM_CONTEXT_TOKENS must be a positive whole number"):
+        settings(tmp_path, LLM_CONTEXT_TOKENS="8k")
+
+
+def test_system_prompt_as_text_or_from_a_file(tmp_path):
+    assert settings(tmp_path).system_prompt is None
+    text = "After a tool response, answer in plain text."
+    assert settings(tmp_path, AGENT_SYSTEM_PROMPT=f" {text} ").system_prompt == text
+    prompt_file = tmp_path / "prompt.txt"
+    prompt_file.write_text(f"{text}\nBe brief.\n")
+    loaded = settings(tmp_path, AGENT_SYSTEM_PROMPT=f"@{prompt_file}")
+    assert loaded.system_prompt == f"{text}\nBe brief."
+    assert text not in repr(loaded)
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (None, "cannot be read"),
+        ("", "is empty"),
+        (b"\xff\xfe", "is not UTF-8"),
+        ("x" * 100_001, "bytes"),
+    ],
+    ids=["missing", "empty", "not-utf8", "too-big"],
+)
+def test_a_system_prompt_file_the_worker_cannot_use_is_refused(tmp_path, content, problem):
+    path = tmp_path / "prompt.txt"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    with pytest.raises(ValueError, match="AGENT_SYSTEM_PROMPT") as caught:
+        settings(tmp_path, AGENT_SYSTEM_PROMPT=f"@{path}")
+    assert problem in str(caught.value) and "\n" not in str(caught.value)

@@ -15,7 +15,10 @@ from activities.policy_file import (
     load_policy_file,
     worker_policy_from_env,
 )
+from workflows.approvals import edited_call, remember, remembered_rule
+from workflows.arguments import arguments_json
 from workflows.bounds import MAX_ARGUMENT_CHARS
+from workflows.conversation import with_call
 from workflows.inputs import parse_approval, parse_approval_policy
 from workflows.model import (
     AgentRunInput,
@@ -26,15 +29,12 @@ from workflows.model import (
 )
 from workflows.policy import (
     Verdict,
-    edited_call,
     effective_rules,
     evaluate,
     literal_glob,
     policy_view,
-    remember,
-    remembered_rule,
+    rule_matches,
     value_text,
-    with_call,
 )
 from workflows.rules import (
     MAX_PATTERN_CHARS,
@@ -282,6 +282,20 @@ def test_value_text():
     assert value_text({"a": [1, "x"]}) == '{"a":[1,"x"]}'
 
 
+def test_value_text_is_the_one_text_form_of_arguments():
+    """A `when` glob sees `é` where people see `é` (the events' and the digest's text form),
+    not the `\\u00e9` escape; runs recorded before keep the escape."""
+    assert value_text(["été"]) == '["été"]' == arguments_json(["été"])
+    assert value_text(["été"], legacy_shell_safety=True) == '["\\u00e9t\\u00e9"]'
+    deny = rules({"tool": "t", "when": {"tags": "*é*"}, "decision": "deny"})
+    assert decide(deny, "t", {"tags": ["été"]}).rule == 0
+    assert decide(deny, "t", json.dumps({"tags": ["été"]})).rule == 0
+    legacy = evaluate(
+        deny, "t", {"tags": ["été"]}, requires_approval=True, legacy_shell_safety=True
+    )
+    assert legacy.rule is None
+
+
 def test_effective_order_enforced_then_run_then_default():
     enforced = rules({"tool": "delete_path", "decision": "ask"})
     run = rules(
@@ -297,28 +311,71 @@ def test_effective_order_enforced_then_run_then_default():
 # ---------------------------------------------------------------- shell safety
 
 
-@pytest.mark.parametrize(
-    ("command", "allowed"),
-    [
-        ("echo hi", True),
-        ("echo hi; rm -rf .", False),
-        ("echo x > f", False),
-        ("echo x < f", False),
-        ("echo hi && rm -rf .", False),
-        ("echo hi & rm -rf .", False),
-        ("echo hi | sh", False),
-        ("echo `rm -rf .`", False),
-        ("echo $(rm -rf .)", False),
-        ("echo hi\nrm -rf .", False),
-        ("echo hi\rrm -rf .", False),
-        ("echo $HOME", True),  # `$` alone substitutes no command
-        ("echo (hi)", True),
-    ],
-)
-def test_allow_patterns_never_match_shell_metacharacters(command, allowed):
+ECHO_CASES = [
+    ("echo hi", True, True),
+    ("echo hi; rm -rf .", False, False),
+    ("echo x > f", False, False),
+    ("echo x < f", False, False),
+    ("echo hi && rm -rf .", False, False),
+    ("echo hi & rm -rf .", False, False),
+    ("echo hi | sh", False, False),
+    ("echo `rm -rf .`", False, False),
+    ("echo $(rm -rf .)", False, False),
+    ("echo hi\nrm -rf .", False, False),
+    ("echo hi\rrm -rf .", False, False),
+    ("echo hi\x00rm", False, True),
+    ("echo $HOME", False, True),
+    ("echo (hi)", False, True),
+    ("echo 'a b'", False, True),
+    ('echo "$x"', False, True),
+    ("echo a\\ b", False, True),
+    # bash's prompt expansion runs `id` here without `$(`, a backtick or a separator
+    ("echo ${x=\\044\\(id\\)}${x@P}", False, True),
+]
+"""(command, allowed by `echo *` now, allowed by the earlier substring rule)."""
+
+
+@pytest.mark.parametrize(("command", "allowed", "_legacy"), ECHO_CASES)
+def test_allow_patterns_never_match_shell_metacharacters(command, allowed, _legacy):
     echo = rules({"tool": "run_command", "when": {"command": "echo *"}, "decision": "allow"})
     verdict = decide(echo, "run_command", {"command": command})
     assert verdict.decision == ("allow" if allowed else "ask")
+    assert rule_matches(echo[0], "run_command", {"command": command}) is allowed
+
+
+@pytest.mark.parametrize(("command", "_allowed", "legacy"), ECHO_CASES)
+def test_runs_recorded_before_keep_the_substring_rule(command, _allowed, legacy):
+    echo = rules({"tool": "run_command", "when": {"command": "echo *"}, "decision": "allow"})
+    verdict = evaluate(
+        echo, "run_command", {"command": command}, requires_approval=True, legacy_shell_safety=True
+    )
+    assert verdict.decision == ("allow" if legacy else "ask")
+
+
+@pytest.mark.parametrize(
+    ("command", "allowed"),
+    [
+        ("git log --oneline | head -1", True),
+        ("git log -5 | head", True),
+        ("git log --oneline | head -1 | rm -rf important.txt", False),
+        ("git log --oneline | head -1; rm -rf important.txt", False),
+        ("git log | rm -rf x | head -1", False),
+        ("git log --format=$(id) | head", False),
+    ],
+)
+def test_a_literal_pipe_allows_one_pipe_at_its_place(command, allowed):
+    """The docs' rule `git log * | head*`: one pipe to `head`, and nothing after it."""
+    rule = rules(
+        {"tool": "run_command", "when": {"command": "git log * | head*"}, "decision": "allow"}
+    )
+    assert decide(rule, "run_command", {"command": command}).decision == (
+        "allow" if allowed else "ask"
+    )
+    legacy = evaluate(
+        rule, "run_command", {"command": command}, requires_approval=True, legacy_shell_safety=True
+    )
+    if "important" in command and "|" in command.split("head", 1)[1]:
+        assert legacy.decision == "allow"  # what the substring rule let through
 
 
 @pytest.mark.parametrize(
@@ -329,6 +386,8 @@ def test_allow_patterns_never_match_shell_metacharacters(command, allowed):
         ("make *;*", "make a; make b"),
         ("echo $(date)", "echo $(date)"),
         ("*\n*", "a\nb"),
+        ("echo '*'", "echo 'a b'"),
+        ("echo $HOME", "echo $HOME"),
     ],
 )
 def test_a_metacharacter_in_the_pattern_may_match(pattern, command):
@@ -336,19 +395,41 @@ def test_a_metacharacter_in_the_pattern_may_match(pattern, command):
     assert decide(rule, "run_command", {"command": command}) == Verdict("allow", 0, None)
 
 
-def test_only_the_listed_metacharacters_are_allowed_by_a_pattern():
+def test_a_metacharacter_matches_only_where_the_pattern_holds_it():
     pipe = rules({"tool": "run_command", "when": {"command": "echo * | *"}, "decision": "allow"})
     assert decide(pipe, "run_command", {"command": "echo a | b"}).decision == "allow"
     assert decide(pipe, "run_command", {"command": "echo a | b; c"}).decision == "ask"
+    assert decide(pipe, "run_command", {"command": "echo a | b | c"}).decision == "ask"
     dollar = rules({"tool": "run_command", "when": {"command": "* $* (*"}, "decision": "allow"})
     assert decide(dollar, "run_command", {"command": "x $ (y"}).decision == "allow"
     assert decide(dollar, "run_command", {"command": "x $(y"}).decision == "ask"
+    assert decide(dollar, "run_command", {"command": "x $$ (y"}).decision == "ask"
+    quoted = rules({"tool": "run_command", "when": {"command": "echo '*'"}, "decision": "allow"})
+    assert decide(quoted, "run_command", {"command": "echo 'a' 'b'"}).decision == "ask"
+
+
+@pytest.mark.parametrize("pattern", ["echo [;]*", "echo [!a]*", "echo [$-~]*", "echo [!]]*"])
+def test_a_class_never_admits_a_metacharacter(pattern):
+    rule = rules({"tool": "run_command", "when": {"command": pattern}, "decision": "allow"})
+    for command in ("echo ;id", "echo $x", "echo |id", "echo (", "echo \\", "echo `id`"):
+        assert decide(rule, "run_command", {"command": command}).decision == "ask"
+    assert decide(rule, "run_command", {"command": "echo ~"}).decision == (
+        "ask" if pattern == "echo [;]*" else "allow"
+    )
 
 
 def test_shell_safety_holds_for_non_string_values_too():
     rule = rules({"tool": "t", "when": {"argv": "*"}, "decision": "allow"})
-    assert decide(rule, "t", {"argv": ["echo", "hi"]}).decision == "allow"
-    assert decide(rule, "t", {"argv": ["echo", "hi;", "rm"]}).decision == "ask"
+    assert decide(rule, "t", {"argv": 12}).decision == "allow"
+    # the JSON text of a list holds quotes: `*` admits none of them
+    assert decide(rule, "t", {"argv": ["echo", "hi"]}).decision == "ask"
+    listed = rules({"tool": "t", "when": {"argv": '[[]"echo","*"]'}, "decision": "allow"})
+    assert decide(listed, "t", {"argv": ["echo", "hi"]}).decision == "allow"
+    assert decide(listed, "t", {"argv": ["echo", "hi;", "rm"]}).decision == "ask"
+    legacy = evaluate(
+        rule, "t", {"argv": ["echo", "hi"]}, requires_approval=True, legacy_shell_safety=True
+    )
+    assert legacy.decision == "allow"
 
 
 @pytest.mark.parametrize("decision", ["deny", "ask"])

@@ -168,3 +168,38 @@ def test_anything_else_gets_the_help_text_and_usage():
 def test_deterministic():
     messages = [ChatMessage.user("delete logs")]
     assert scripted_reply(messages, TOOLS) == scripted_reply(messages, TOOLS)
+
+
+# ---------------------------------------------------------------- summaries (compaction)
+
+
+def test_the_scripted_summary_is_the_first_line_of_each_message():
+    from activities.scripted import scripted_summary
+
+    call = ToolCall(id="call_1", name="read_file", arguments='{"path": "notes.txt"}')
+    messages = [
+        ChatMessage.user("Read notes.txt\nand tell me what it says"),
+        ChatMessage.assistant("", [call]),
+        ChatMessage.tool(call, '{"ok": true, "data": "remember the milk"}\nmore'),
+        ChatMessage.assistant("It says: remember the milk."),
+    ]
+    summary = scripted_summary(messages)
+    assert summary == (
+        "Summary of 4 earlier message(s):\n"
+        "- user: Read notes.txt\n"
+        '- assistant: called read_file {"path": "notes.txt"}\n'
+        '- read_file result: {"ok": true, "data": "remember the milk"}\n'
+        "- assistant: It says: remember the milk."
+    )
+    assert scripted_summary(messages) == summary  # deterministic
+
+
+def test_the_scripted_summary_is_bounded():
+    from activities.scripted import scripted_summary
+
+    messages = [ChatMessage.user(f"message {i} " + "x" * 500) for i in range(200)]
+    summary = scripted_summary(messages, max_chars=2_000)
+    assert len(summary) <= 2_100
+    lines = summary.splitlines()
+    assert all(len(line) <= 140 for line in lines)
+    assert lines[-1].startswith("- … and ") and lines[-1].endswith(" more")

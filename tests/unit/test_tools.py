@@ -158,6 +158,55 @@ async def test_delete_path_removes_a_folder_a_file_and_a_link(workspace):
     assert missing["ok"] is False and "does not exist" in missing["error"]
 
 
+def test_the_file_tools_declare_their_path_parameter(workspace):
+    """Rules see a path parameter normalised, and the worker re-checks its enforced rules
+    with the path the tool opens: the file tools say which parameter is a path."""
+    registry = build_default_registry(workspace)
+    specs = {s.name: s for s in registry.specs()}
+    assert {n: s.path_parameters for n, s in specs.items()} == {
+        "list_dir": ["path"],
+        "read_file": ["path"],
+        "run_command": [],
+        "delete_path": ["path"],
+    }
+    for name in ("list_dir", "read_file", "delete_path"):
+        tool = registry.get(name)
+        assert tool is not None and tool.opened_path is not None
+        assert tool.opened_path("./logs//a.log") == "logs/a.log"
+    read, delete = registry.get("read_file"), registry.get("delete_path")
+    assert read is not None and read.opened_path is not None
+    assert delete is not None and delete.opened_path is not None
+    assert read.opened_path("link_in") == "notes.txt"  # followed, as read_file follows it
+    assert delete.opened_path("link_in") == "link_in"  # the entry itself, as delete_path
+    assert read.opened_path(str(workspace / "logs" / "b.log")) == "logs/b.log"
+
+
+@pytest.mark.parametrize("spelling", [".env/", ".env/.", "./.env/", ".env//", "link_env/"])
+@pytest.mark.parametrize("tool", ["read_file", "list_dir", "delete_path"])
+async def test_a_file_with_a_trailing_slash_is_refused(workspace, tool, spelling):
+    """`.env/` names a folder: the tools refuse it instead of opening the file `.env` under a
+    name the rules did not see."""
+    (workspace / ".env").write_text("LLM_API_KEY=sk-secret\n")
+    (workspace / "link_env").symlink_to(".env")
+    result = await run_json(make_activities(workspace), tool, {"path": spelling})
+    assert result["ok"] is False, result
+    assert "sk-secret" not in json.dumps(result)
+    assert (workspace / ".env").exists() and (workspace / "link_env").is_symlink()
+    assert "is not a folder" in result["error"] or "not a regular file" in result["error"]
+
+
+async def test_a_folder_may_end_in_a_slash(workspace):
+    acts = make_activities(workspace)
+    for spelling in ("logs/", "logs/.", "./logs//"):
+        listed = await run_json(acts, "list_dir", {"path": spelling})
+        assert [e["name"] for e in listed["data"]] == ["a.log", "b.log"]
+    (workspace / "to_logs").symlink_to("logs", target_is_directory=True)
+    listed = await run_json(acts, "list_dir", {"path": "to_logs/"})
+    assert [e["name"] for e in listed["data"]] == ["a.log", "b.log"]
+    gone = await run_json(acts, "delete_path", {"path": "logs/"}, "call_9")
+    assert gone == {"ok": True, "data": {"path": "logs", "kind": "dir", "files": 2}}
+
+
 async def test_read_file_output_is_bounded_with_a_marker(workspace):
     (workspace / "big.txt").write_text("x" * 200_000)
     content = await run(make_activities(workspace), "read_file", {"path": "big.txt"})

@@ -79,9 +79,14 @@ async def test_list_tools_and_all(workspace):
     assert [f.__name__ for f in acts.all()] == [
         "list_tools",
         "worker_policy",
+        "worker_setup",
         "call_llm",
+        "summarize_conversation",
         "execute_tool",
     ]
+    setup = await env.run(acts.worker_setup)
+    assert [s.name for s in setup.tools] == [s.name for s in specs]
+    assert (setup.context_tokens, setup.conversation_bytes) == (128_000, 1_400_000)
 
 
 async def test_execute_tool_heartbeats_and_cancellation_kills_the_command(workspace):

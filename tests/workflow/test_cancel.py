@@ -53,20 +53,22 @@ async def test_cancel_while_waiting_for_approval(client, task_queue):
     async with worker_for(client, task_queue, fake):
         handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))
         await wait_for_phase(handle, "awaiting_approval")
-        await handle.signal("cancel", {"reason": "changed my mind"})
+        await handle.signal("cancel", {"reason": "changed my mind", "requested_by": "ann"})
         result = await handle.result()
         evs = await events(handle)
         st = await status(handle)
         # a second cancel after the end is harmless
         assert st.phase == "finished"
     assert result.finish_reason == "cancelled"
-    assert result.error == "Agent run cancelled"
+    # The reason and who asked are in the result and the error event, not dropped.
+    said = "Agent run cancelled by ann: changed my mind"
+    assert result.error == said
     assert fake.tools_run == []  # not even the unguarded call
     assert len(fake.llm_requests) == 1
     assert tool_messages(result.messages) == []
     assert result.messages[-1].tool_calls is not None  # the open tail stays as it was
     assert invariant_violations(result.messages) == []
-    assert_cancelled_tail(evs)
+    assert_cancelled_tail(evs, said)
     assert "warning" not in event_types(evs)
     assert st.finish_reason == "cancelled" and st.cancel_requested and st.pending_approvals == []
 
@@ -108,7 +110,7 @@ async def test_cancel_sent_together_with_an_approval_wins(client, task_queue, or
     assert result.finish_reason == "cancelled"
     assert fake.tools_run == []
     assert tool_messages(result.messages) == []
-    assert_cancelled_tail(evs)
+    assert_cancelled_tail(evs, "Agent run cancelled: stop")
 
 
 async def test_plain_cancel_during_llm_call_waits_for_it_and_runs_no_tool(client, task_queue):
@@ -158,10 +160,10 @@ async def test_immediate_cancel_interrupts_a_slow_llm_call(client, task_queue):
         await wait_until(lambda: fake.llm_cancelled == 1)
     print(f"immediate cancel took {elapsed:.2f}s")
     assert elapsed < 20
-    assert result.finish_reason == "cancelled" and result.error == "Agent run cancelled"
+    assert result.finish_reason == "cancelled" and result.error == "Agent run cancelled: now"
     assert [m.role for m in result.messages] == ["user"]
     assert "text_delta" not in event_types(evs)
-    assert_cancelled_tail(evs)
+    assert_cancelled_tail(evs, "Agent run cancelled: now")
 
 
 async def test_immediate_cancel_interrupts_running_tools(client, task_queue):
@@ -317,7 +319,7 @@ async def test_immediate_cancel_aborts_a_minute_long_stream(client, task_queue, 
         f"immediate cancel: run ended after {ended:.2f}s, stream closed after {disconnected:.2f}s"
     )
     assert result.finish_reason == "cancelled"
-    assert result.error == "Agent run cancelled"
+    assert result.error == "Agent run cancelled: enough"
     assert [e.type for e in log][-2:] == ["error", "finished"]
     assert chunks_sent < 600  # the server stopped streaming: the request was aborted
     assert [m.role for m in result.messages] == ["user"]  # nothing partial was kept

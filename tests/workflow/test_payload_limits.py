@@ -22,7 +22,8 @@ from temporalio.worker import Worker
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, status, wait_for_phase, wait_until, worker_for
 from workflows import bounds
-from workflows.agent import MAX_CONVERSATION_BYTES, AgentWorkflow
+from workflows.agent import AgentWorkflow
+from workflows.bounds import MAX_CONVERSATION_BYTES
 from workflows.conversation import invariant_violations
 from workflows.model import (
     AgentRunInput,

@@ -29,7 +29,9 @@ async def test_a_worker_gets_the_workflow_the_activities_and_the_heartbeat_tunin
     assert registered == [
         names.ACTIVITY_LIST_TOOLS,
         names.ACTIVITY_WORKER_POLICY,
+        names.ACTIVITY_WORKER_SETUP,
         names.ACTIVITY_CALL_LLM,
+        names.ACTIVITY_SUMMARIZE,
         names.ACTIVITY_EXECUTE_TOOL,
     ]
     for key, value in heartbeat_tuning().items():

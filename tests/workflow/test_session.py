@@ -55,7 +55,7 @@ async def test_session_waits_for_messages_and_counts_rounds_per_turn(client, tas
         result = await handle.result()
         log = await events(handle)
     assert result.finish_reason == "cancelled"
-    assert result.error == "Agent run cancelled"
+    assert result.error == "Agent run cancelled: done for today"
     assert event_types(log)[-2:] == ["error", "finished"]
     assert invariant_violations(result.messages) == []
 

@@ -12,7 +12,7 @@ from workflows.event_log import preview
 from workflows.model import Phase, ToolCall
 
 
-class Inbox:
+class Visibility:
     def __init__(self) -> None:
         self._published: tuple[str, int] | None = None
 

@@ -1,0 +1,260 @@
+"""Tool calls a model wrote as text, read as the calls they are.
+
+Small local models, and servers whose chat template does not match the model, often put a call
+in the reply's text instead of `tool_calls`: a fenced ```` ```json ```` block, Hermes/Qwen
+`<tool_call>{…}</tool_call>` (one or several), or a bare JSON object. Taken as text, the run ends
+with the JSON printed as its answer and nothing done, so a person who asked for a deletion may
+believe it happened. `read_text_calls` takes such a reply as its calls when the whole text is
+calls (`<tool_call>` blocks may follow a sentence) naming tools the run offers, with object
+arguments; the calls then pass the same gate as any other. Text that looks like a call but is not
+one that can run (an unknown tool, arguments that are not an object, broken JSON inside the
+markers) is left as text, with a warning naming the likely cause. A final answer that merely
+shows a JSON example among other text is not a call.
+
+Shapes read: `{"name", "arguments"}` (or `"parameters"`, as Llama models write it) and
+`{"function": {"name", "arguments"}}`, alone or in a list; arguments an object or the JSON text
+of one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from activities.llm_reply import strict_json
+from workflows.model import ToolCall
+
+TextCallMode = Literal["parse", "warn", "off"]
+TEXT_CALL_MODES: tuple[TextCallMode, ...] = ("parse", "warn", "off")
+ID_PREFIX = "call_text_"
+MAX_WARNINGS = 3
+NAME_CHARS = 60
+
+LIKELY_CAUSE = (
+    "A call written as text means the server did not read it as a tool call: its chat template's"
+    " call markers probably do not match what the model writes (llama.cpp needs --jinja and a"
+    " template whose call markers match the model's)."
+)
+
+OPEN_TAG = "<tool_call>"
+CLOSE_TAG = "</tool_call>"
+_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z_-]*)[ \t]*\r?\n?(?P<body>.*?)```", re.DOTALL)
+_UNCLOSED_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z_-]*)[ \t]*\r?\n?(?P<body>.*)", re.DOTALL)
+_JSON_FENCES = {"json", "", "tool_call", "tool_calls"}
+_CALL_KEYS = {"name", "arguments", "parameters", "type", "id"}
+_WRAPPER_KEYS = {"function", "type", "id"}
+_LOOKS_LIKE_A_CALL = re.compile(r'"(?:name|function)"\s*:')
+
+
+@dataclass(frozen=True)
+class TextCalls:
+    """What a reply's text held: the calls taken (none in `warn` and `off` mode, or when any
+    of them cannot run), the text to keep, and what the worker noticed."""
+
+    calls: list[ToolCall] = field(default_factory=list)
+    content: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Found:
+    """Call-shaped items read from the text, and the problems that stop them being taken."""
+
+    form: str
+    prose: str = ""
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def read_text_calls(
+    content: str, offered: Collection[str], mode: TextCallMode = "parse"
+) -> TextCalls:
+    """The tool calls written as the whole of `content` (see the module's docstring)."""
+    if mode == "off" or not content.strip():
+        return TextCalls(content=content)
+    found = _whole_text_calls(content.strip(), offered)
+    if found is None:
+        return TextCalls(content=content, warnings=_calls_amid_text(content, offered))
+    if found.problems:
+        return TextCalls(content=content, warnings=_warnings(found.problems))
+    if not found.calls:
+        return TextCalls(content=content)
+    if mode == "warn":
+        names = ", ".join(_shown(name) for name, _ in found.calls)
+        problem = (
+            f"the reply's text holds {_count(len(found.calls))} written as {found.form} ({names})"
+            " and LLM_TEXT_TOOL_CALLS=warn"
+        )
+        return TextCalls(content=content, warnings=_warnings([problem]))
+    calls = [
+        ToolCall(
+            id=f"{ID_PREFIX}{index}",
+            name=name,
+            arguments=json.dumps(arguments, ensure_ascii=False),
+        )
+        for index, (name, arguments) in enumerate(found.calls)
+    ]
+    return TextCalls(calls=calls, content=found.prose)
+
+
+# ---- The forms ----
+
+
+def _whole_text_calls(text: str, offered: Collection[str]) -> _Found | None:
+    """The calls when the whole text is in one of the forms, else None (it is no call)."""
+    if OPEN_TAG in text:
+        return _tagged(text, offered)
+    blocks = _fenced_blocks(text)
+    if blocks is not None:
+        found = _Found(form="a fenced json block")
+        for block in blocks:
+            _read_payload(block, offered, found, marked=False)
+        return found if found.calls or found.problems else None
+    if text[:1] in "{[":
+        found = _Found(form="a bare JSON object")
+        _read_payload(text, offered, found, marked=False)
+        return found if found.calls or found.problems else None
+    return None
+
+
+def _tagged(text: str, offered: Collection[str]) -> _Found:
+    """Hermes/Qwen `<tool_call>…</tool_call>` blocks, after an optional sentence. The last
+    closing tag may be missing (a server that stops on it)."""
+    start = text.find(OPEN_TAG)
+    found = _Found(form="<tool_call> markers", prose=text[:start].strip())
+    rest = text[start:]
+    while rest:
+        if not rest.startswith(OPEN_TAG):
+            found.problems.append("the reply has text after its <tool_call> markers")
+            return found
+        rest = rest[len(OPEN_TAG) :]
+        end = rest.find(CLOSE_TAG)
+        body, rest = (rest, "") if end < 0 else (rest[:end], rest[end + len(CLOSE_TAG) :].lstrip())
+        inner = _fenced_blocks(body.strip())
+        _read_payload(inner[0] if inner and len(inner) == 1 else body, offered, found, marked=True)
+    if not found.calls and not found.problems:
+        found.problems.append("the reply's <tool_call> markers hold no call")
+    return found
+
+
+def _fenced_blocks(text: str) -> list[str] | None:
+    """The bodies of the JSON code blocks the text consists of, or None when it has anything
+    else (prose, a block of another language)."""
+    blocks: list[str] = []
+    position = 0
+    for match in _FENCE.finditer(text):
+        if text[position : match.start()].strip():
+            return None
+        if match["lang"].lower() not in _JSON_FENCES:
+            return None
+        blocks.append(match["body"])
+        position = match.end()
+    rest = text[position:].strip()
+    unclosed = _UNCLOSED_FENCE.fullmatch(rest) if rest.startswith("```") else None
+    if unclosed is not None and unclosed["lang"].lower() in _JSON_FENCES:
+        blocks.append(unclosed["body"])  # a reply cut off inside its block
+    elif rest:
+        return None
+    return blocks or None
+
+
+def _calls_amid_text(content: str, offered: Collection[str]) -> list[str]:
+    """A warning for each JSON block among other text that is a call to an offered tool: it is
+    not taken (an answer may show an example), but the model may have meant it."""
+    names: list[str] = []
+    for match in _FENCE.finditer(content):
+        if match["lang"].lower() not in _JSON_FENCES:
+            continue
+        found = _Found(form="")
+        _read_payload(match["body"], offered, found, marked=False)
+        names += [name for name, _ in found.calls]
+    if not names:
+        return []
+    shown = ", ".join(_shown(name) for name in names)
+    return _warnings([f"the reply's text shows a call to {shown} in a JSON block among other text"])
+
+
+# ---- One payload ----
+
+
+def _read_payload(text: str, offered: Collection[str], found: _Found, *, marked: bool) -> None:
+    """Add the calls of one JSON payload to `found`. `marked`: inside call markers, so anything
+    that is not a call is a problem; otherwise a payload that is not call-shaped is just JSON."""
+    try:
+        value = strict_json(text.strip())
+    except ValueError:
+        if marked or _LOOKS_LIKE_A_CALL.search(text):
+            where = "inside the <tool_call> markers" if marked else "in what looks like a call"
+            found.problems.append(f"the reply's text has broken JSON {where}")
+        return
+    items = value if isinstance(value, list) and value else [value]
+    shaped = [_call_shape(item, offered) for item in items]
+    if any(shape is None for shape in shaped):
+        if marked:
+            found.problems.append("the reply's <tool_call> markers hold something that is no call")
+        return
+    for shape in shaped:
+        assert shape is not None
+        name, arguments = shape
+        if name not in offered:
+            found.problems.append(
+                f"the reply's text holds a call to {_shown(name)}, a tool this run does not offer"
+            )
+            continue
+        parsed = _object_arguments(arguments)
+        if parsed is None:
+            found.problems.append(
+                f"the reply's text holds a call to {_shown(name)} whose arguments are not a JSON"
+                " object"
+            )
+            continue
+        found.calls.append((name, parsed))
+
+
+def _call_shape(item: Any, offered: Collection[str]) -> tuple[str, Any] | None:
+    """(name, arguments) of an object shaped like a call, else None."""
+    if not isinstance(item, dict):
+        return None
+    function = item.get("function")
+    if isinstance(function, dict) and set(item) <= _WRAPPER_KEYS:
+        item = function
+    name = item.get("name")
+    if not isinstance(name, str) or not name or not set(item) <= _CALL_KEYS:
+        return None
+    if "arguments" in item:
+        return name, item["arguments"]
+    if "parameters" in item:
+        return name, item["parameters"]
+    # `{"name": "x"}` alone is a call only to a tool the run has: as an answer it is just data.
+    return (name, {}) if name in offered else None
+
+
+def _object_arguments(arguments: Any) -> dict[str, Any] | None:
+    if isinstance(arguments, str):
+        try:
+            arguments = strict_json(arguments) if arguments.strip() else {}
+        except ValueError:
+            return None
+    if arguments is None:
+        return {}
+    return arguments if isinstance(arguments, dict) else None
+
+
+# ---- Words ----
+
+
+def _shown(name: str) -> str:
+    shown = name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
+    return f"`{shown}`"
+
+
+def _count(n: int) -> str:
+    return "a tool call" if n == 1 else f"{n} tool calls"
+
+
+def _warnings(problems: list[str]) -> list[str]:
+    unique = list(dict.fromkeys(problems))[:MAX_WARNINGS]
+    return [f"{problem}: it was left as text and nothing ran. {LIKELY_CAUSE}" for problem in unique]

@@ -1,0 +1,163 @@
+"""The model's context window over a run: the one owner of `state.context`.
+
+Before every model call the run estimates the request (`context.estimate`); past
+`options.compact_at` of the window it compacts the model's view, stopping as soon as it fits:
+old tool results become placeholders, then the oldest turns are summarised by the
+`summarize_conversation` activity (its result is in history, so a replay compacts the same way),
+then tool results still too big are cut. A provider that says the request is too long lowers the
+window to what it names and the call is made again (twice at most). Each compaction is a
+`compaction` event and a marker in the record; the record itself keeps every message.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from temporalio import workflow
+
+from workflows import activity_calls as calls
+from workflows import context
+from workflows.conversation import Conversation
+from workflows.model import (
+    AgentState,
+    BaseEvent,
+    ChatMessage,
+    CompactionEvent,
+    ContextState,
+    SummaryRequest,
+    ToolSpec,
+    Usage,
+    WorkerSetup,
+)
+
+
+def exceeded_message(needed: int, window: int) -> str:
+    return (
+        f"Context window exceeded: the request needs about {needed} tokens, more than the"
+        f" model's window of {window} tokens, even with older messages dropped, summarised"
+        " and cut"
+    )
+
+
+class Compactor:
+    def __init__(
+        self,
+        state: AgentState,
+        conversation: Conversation,
+        emit: Callable[[BaseEvent], None],
+        offered: Callable[[], list[ToolSpec]],
+    ) -> None:
+        self._state = state
+        self._conversation = conversation
+        self._emit = emit
+        self._offered = offered
+
+    @property
+    def active(self) -> bool:
+        """Whether this run keeps to a window (runs of this release, once the worker said it)."""
+        return self._state.context.window is not None
+
+    def start(self, setup: WorkerSetup) -> None:
+        """The window of this run: the worker's, lowered by `options.context_tokens`."""
+        options = self._state.options
+        window = setup.context_tokens
+        if options.context_tokens is not None:
+            window = min(window, options.context_tokens)
+        reserve = options.max_tokens or setup.max_tokens or context.DEFAULT_RESERVE
+        self._state.context = ContextState(window=window, reserve=min(reserve, window // 2))
+
+    def view(self) -> list[ChatMessage]:
+        """What the model is sent now (the `model_view` query)."""
+        return context.model_view(self._conversation.messages, self._state.context)
+
+    def _tools_bytes(self) -> int:
+        fields = {"name", "description", "parameters"}
+        specs = [s.model_dump(include=fields) for s in self._offered()]
+        return len(json.dumps(specs, separators=(",", ":")).encode())
+
+    def estimate(self) -> int:
+        messages = self._conversation.messages
+        return context.estimate(messages, self._state.context, self._tools_bytes())
+
+    async def fit(self) -> str | None:
+        """Compact the view if the next request would pass `compact_at` of the window. Why the
+        run cannot go on (no view fits the window), or None."""
+        state, ctx = self._state, self._state.context
+        if ctx.window is None:
+            return None
+        messages, tools = self._conversation.messages, self._tools_bytes()
+        share, keep = state.options.compact_at, state.options.keep_rounds
+        before = context.estimate(messages, ctx, tools)
+        if before <= share * ctx.window:
+            return None
+        ctx, dropped = context.drop_old_results(messages, ctx, keep)
+        summarised = 0
+        if context.over(messages, ctx, tools, share):
+            span = context.summary_range(messages, ctx, keep)
+            if span is not None:
+                text = await self._summarise(span, ctx)
+                marker = len(messages)
+                self._conversation.append(context.marker_message(span.first, span.last, text))
+                ctx = context.with_summary(ctx, text, span.last, marker)
+                summarised = span.count
+        cut = 0
+        if ctx.window is not None and context.over(messages, ctx, tools, share):
+            ctx, cut = context.cut_to_fit(messages, ctx, tools, share * ctx.window)
+        state.context = ctx
+        after = context.estimate(messages, ctx, tools)
+        if dropped or summarised or cut:
+            self._emit(
+                CompactionEvent(
+                    before_tokens=before,
+                    after_tokens=after,
+                    dropped_results=dropped,
+                    summarised_messages=summarised,
+                    cut_results=cut,
+                )
+            )
+        assert ctx.window is not None
+        return exceeded_message(after, ctx.window) if after > ctx.window else None
+
+    async def _summarise(self, span: context.SummaryRange, ctx: ContextState) -> str:
+        assert ctx.window is not None
+        info = workflow.info()
+        reply = await calls.summarize(
+            SummaryRequest(
+                workflow_id=info.workflow_id,
+                run_id=info.run_id,
+                first=span.first,
+                last=span.last,
+                skip=span.skip,
+                previous_summary=ctx.summary,
+                model=self._state.options.model,
+                max_tokens=max(128, min(1_024, ctx.window // 8)),
+            )
+        )
+        self._state.usage = self._state.usage + reply.usage
+        return reply.text
+
+    def learn(self, usage: Usage, record_length: int) -> None:
+        """After a request: the provider's count of it."""
+        if self.active:
+            self._state.context = context.learn(
+                self._state.context, usage.prompt_tokens, record_length
+            )
+
+    def too_long(
+        self, named: tuple[int | None, int | None], provider_says: str, record_length: int
+    ) -> str | None:
+        """The provider said the request was too long: lower the window to what it named and
+        let the loop call again; why the run ends instead (the second such reply in a row)."""
+        window, request = named
+        ctx = context.lowered(
+            self._state.context,
+            self.estimate(),
+            record_length,
+            window=window,
+            prompt_tokens=request,
+        )
+        self._state.context = ctx
+        if ctx.too_long >= 2:
+            return f"Context window exceeded: {provider_says}"
+        return None

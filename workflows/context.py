@@ -1,0 +1,254 @@
+"""The model's context window: estimate a request, build the model's view of the conversation,
+and plan the compaction that makes the view fit. Pure; no Temporal import.
+
+The record (`state.messages`) keeps every message. The view is what the model is sent: the
+leading system messages and the first user message; then, once older turns were summarised, the
+system messages among them and one summary message; then the rest, where tool results older
+than the last `keep_rounds` rounds are a one-line placeholder and a result too big for the window
+is cut. A round starts at an assistant message, so an assistant message and the tool results of
+its calls are always kept or left out together. The compaction markers the run appends to the
+record (so people see where and how the view changed) are never sent to the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from workflows.bounds import json_bytes
+from workflows.model import ChatMessage, ContextState
+
+BYTES_PER_TOKEN = 3
+"""The estimate's exchange rate for text the provider has not counted yet (never more bytes per
+token than this: the provider's own counts may only make the estimate larger)."""
+DEFAULT_RESERVE = 1_024
+"""Tokens kept for the reply when neither the run nor the worker sets `max_tokens`."""
+MIN_CUT_CHARS = 200
+"""A tool result cut to fit the window keeps at least this much."""
+MAX_SUMMARY_CHARS = 16_000
+"""A summary is at most this long (the activity's reply is bounded too)."""
+MARKER_NAME = "compaction"
+"""The `name` of the compaction markers in the record."""
+SUMMARY_PREFIX = (
+    "Summary of the earlier conversation (older messages were summarised to fit the model's"
+    " context window):\n"
+)
+
+
+def tokens(size: int) -> int:
+    """Bytes not yet counted by the provider, as tokens (rounded up)."""
+    return -(-size // BYTES_PER_TOKEN)
+
+
+def placeholder(message: ChatMessage) -> ChatMessage:
+    size = len(message.content.encode("utf-8", "surrogatepass"))
+    text = f"[{message.name or 'tool'} output dropped to save context: {size} bytes]"
+    return message.model_copy(update={"content": text})
+
+
+def cut_message(message: ChatMessage, keep: int) -> ChatMessage:
+    dropped = len(message.content) - keep
+    if dropped <= 0:
+        return message
+    marker = f"…[cut to fit the model's context window: {dropped} more characters]"
+    return message.model_copy(update={"content": message.content[:keep] + marker})
+
+
+def head_end(messages: Sequence[ChatMessage]) -> int:
+    """The view always keeps the leading system messages and the first user message."""
+    for index, message in enumerate(messages):
+        if message.role == "user":
+            return index + 1
+        if message.role != "system":
+            return index
+    return len(messages)
+
+
+def compacted(ctx: ContextState) -> bool:
+    return bool(ctx.summary or ctx.dropped_until or ctx.cut or ctx.markers)
+
+
+def model_view(messages: Sequence[ChatMessage], ctx: ContextState) -> list[ChatMessage]:
+    """What the model is sent now (the record itself while nothing was compacted)."""
+    if not compacted(ctx):
+        return list(messages)
+    head = head_end(messages)
+    markers = set(ctx.markers)
+    view = list(messages[:head])
+    start = max(head, ctx.summary_until)
+    if ctx.summary is not None:
+        view += [
+            m
+            for i, m in enumerate(messages[head:start], start=head)
+            if m.role == "system" and i not in markers
+        ]
+        view.append(ChatMessage.system(SUMMARY_PREFIX + ctx.summary))
+    for index in range(start, len(messages)):
+        if index in markers:
+            continue
+        message = messages[index]
+        if message.role == "tool" and index < ctx.dropped_until:
+            message = placeholder(message)
+        elif index in ctx.cut:
+            message = cut_message(message, ctx.cut[index])
+        view.append(message)
+    return view
+
+
+def view_bytes(messages: Sequence[ChatMessage], ctx: ContextState) -> int:
+    return sum(json_bytes(m) for m in model_view(messages, ctx))
+
+
+def estimate(messages: Sequence[ChatMessage], ctx: ContextState, tools_bytes: int) -> int:
+    """The request's size in tokens: the provider's count for the last request plus what was
+    added since, or (after the view changed) the view's bytes; plus the tool schemas (counted by
+    the provider already, when it counted) and the reply reserve."""
+    if ctx.prompt_tokens is not None:
+        markers = set(ctx.markers)
+        added = sum(
+            json_bytes(m)
+            for i, m in enumerate(messages[ctx.prompt_messages :], start=ctx.prompt_messages)
+            if i not in markers
+        )
+        return ctx.prompt_tokens + tokens(added) + ctx.reserve
+    return tokens(view_bytes(messages, ctx) + tools_bytes) + ctx.reserve
+
+
+def over(messages: Sequence[ChatMessage], ctx: ContextState, tools: int, share: float) -> bool:
+    """Whether the request passes `share` of the window."""
+    return ctx.window is not None and estimate(messages, ctx, tools) > share * ctx.window
+
+
+def keep_start(messages: Sequence[ChatMessage], keep_rounds: int) -> int:
+    """Where the last `keep_rounds` rounds begin (a round starts at an assistant message; the
+    user messages just before it go with it). The head when there are not that many."""
+    head = head_end(messages)
+    rounds = [i for i in range(head, len(messages)) if messages[i].role == "assistant"]
+    if len(rounds) <= keep_rounds:
+        return head
+    start = rounds[len(rounds) - keep_rounds] if keep_rounds else len(messages)
+    while start > head and messages[start - 1].role == "user":
+        start -= 1
+    return start
+
+
+def drop_old_results(
+    messages: Sequence[ChatMessage], ctx: ContextState, keep_rounds: int
+) -> tuple[ContextState, int]:
+    """Step 1: tool results older than the last `keep_rounds` rounds become placeholders."""
+    until = max(ctx.dropped_until, keep_start(messages, keep_rounds))
+    first = max(ctx.dropped_until, ctx.summary_until)
+    dropped = sum(1 for m in messages[first:until] if m.role == "tool")
+    if not dropped:
+        return ctx, 0
+    return ctx.model_copy(update={"dropped_until": until, "prompt_tokens": None}), dropped
+
+
+@dataclass(frozen=True)
+class SummaryRange:
+    first: int
+    last: int
+    skip: list[int]
+    """Markers inside the range (earlier summaries: `previous_summary` holds them)."""
+    count: int
+    """The messages that become the summary."""
+
+
+def summary_range(
+    messages: Sequence[ChatMessage], ctx: ContextState, keep_rounds: int
+) -> SummaryRange | None:
+    """Step 2: the oldest turns to summarise: after the first user message (and what an earlier
+    summary covers), before the last `keep_rounds` rounds; system messages stay as they are."""
+    first = max(head_end(messages), ctx.summary_until)
+    last = keep_start(messages, keep_rounds)
+    if last <= first:
+        return None
+    markers = [i for i in ctx.markers if first <= i < last]
+    count = sum(1 for i in range(first, last) if i not in markers and messages[i].role != "system")
+    return SummaryRange(first, last, markers, count) if count else None
+
+
+def with_summary(ctx: ContextState, text: str, until: int, marker: int) -> ContextState:
+    """The context once the summary of everything before `until` arrived (its marker at record
+    index `marker`). Bookkeeping about the summarised part is dropped: it stays bounded."""
+    return ctx.model_copy(
+        update={
+            "summary": text[:MAX_SUMMARY_CHARS],
+            "summary_until": until,
+            "dropped_until": max(ctx.dropped_until, until),
+            "markers": [*(i for i in ctx.markers if i >= until), marker],
+            "cut": {i: keep for i, keep in ctx.cut.items() if i >= until},
+            "prompt_tokens": None,
+        }
+    )
+
+
+def cut_to_fit(
+    messages: Sequence[ChatMessage], ctx: ContextState, tools_bytes: int, target: float
+) -> tuple[ContextState, int]:
+    """Step 3: tool results still in full in the view, largest first, cut until the request
+    fits `target` tokens (each keeps at least MIN_CUT_CHARS)."""
+    start = max(head_end(messages), ctx.summary_until, ctx.dropped_until)
+    candidates = sorted(
+        (i for i in range(start, len(messages)) if messages[i].role == "tool"),
+        key=lambda i: -len(messages[i].content),
+    )
+    cut = dict(ctx.cut)
+    current = ctx.model_copy(update={"prompt_tokens": None})
+    count = 0
+    for index in candidates:
+        excess = estimate(messages, current, tools_bytes) - target
+        if excess <= 0:
+            break
+        content = messages[index].content
+        keep = max(MIN_CUT_CHARS, min(cut.get(index, len(content)), len(content)) - excess * 3)
+        if keep >= len(content):
+            continue
+        cut[index] = int(keep)
+        current = current.model_copy(update={"cut": dict(cut)})
+        count += 1
+    return current, count
+
+
+def marker_message(first: int, last: int, summary: str) -> ChatMessage:
+    """The record's note of a compaction: which messages the model now sees as a summary."""
+    return ChatMessage(
+        role="system",
+        name=MARKER_NAME,
+        content=(
+            f"[compaction] messages {first}–{last - 1} are summarised for the model (this"
+            f" record keeps them): {summary[:MAX_SUMMARY_CHARS]}"
+        ),
+    )
+
+
+def learn(ctx: ContextState, prompt_tokens: int, record_length: int) -> ContextState:
+    """After a request: the provider's own count of it (0: it gave none)."""
+    if prompt_tokens <= 0:
+        return ctx.model_copy(update={"prompt_tokens": None, "too_long": 0})
+    return ctx.model_copy(
+        update={
+            "prompt_tokens": prompt_tokens,
+            "prompt_messages": record_length,
+            "too_long": 0,
+        }
+    )
+
+
+def lowered(
+    ctx: ContextState,
+    estimated: int,
+    record_length: int,
+    *,
+    window: int | None,
+    prompt_tokens: int | None,
+) -> ContextState:
+    """After the provider said the request was too long: the window it named (else 3/4 of the
+    estimate), and its count of the request when it gave one."""
+    budget = window if window else (estimated * 3) // 4
+    if ctx.window is not None:
+        budget = min(budget, ctx.window)
+    update: dict[str, object] = {"window": max(budget, 256), "too_long": ctx.too_long + 1}
+    if prompt_tokens:  # its count of what it was sent (the reserve comes on top)
+        update.update(prompt_tokens=prompt_tokens, prompt_messages=record_length)
+    return ctx.model_copy(update=update)
