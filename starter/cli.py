@@ -157,6 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("pending", parents=[common], help="list the runs waiting for approval")
 
+    audit = sub.add_parser(
+        "audit",
+        parents=[common],
+        help="every decision of a run, in order: who or which rule, when, the arguments that ran",
+    )
+    audit.add_argument("workflow_id")
+
     sub.add_parser("demo", parents=[common], help="the whole story offline, in one command")
 
     codec = sub.add_parser(
@@ -200,6 +207,7 @@ COMMANDS: dict[str, Command] = {
     "history": commands.cmd_history,
     "pending": commands.cmd_pending,
     "policy": commands.cmd_policy,
+    "audit": commands.cmd_audit,
 }
 
 

@@ -10,10 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from runtime.connect import task_queue
+from starter.audit_table import audit_lines
 from starter.errors import (
     EXIT_OK,
     EXIT_RUN_NOT_OK,
@@ -323,6 +329,19 @@ async def cmd_history(ctx: Ctx, args: argparse.Namespace) -> int:
     ctx.out.line(f"events ({len(events)}):")
     for event in events:
         ctx.out.line(f"  {event.seq:>4} {event_line(event)}")
+    return EXIT_OK
+
+
+async def cmd_audit(ctx: Ctx, args: argparse.Namespace) -> int:
+    """Every decision of the run, in order; `--json`: the `audit` query's answer as it is."""
+    handle = await known_handle(ctx, args.workflow_id)
+    try:
+        view = await handle.audit()
+    except WorkflowQueryFailedError as err:  # e.g. a worker of a release without the audit
+        raise CliError(f"run '{args.workflow_id}' cannot answer the audit query: {err}") from None
+    ctx.out.data(view.model_dump(mode="json"))
+    for line in audit_lines(args.workflow_id, view):
+        ctx.out.line(line)
     return EXIT_OK
 
 

@@ -33,6 +33,7 @@ from workflows.model import (
     AgentRunInput,
     AgentRunResult,
     AgentStatus,
+    AuditView,
     CancelRequest,
     ChatMessage,
     ToolApprovalResponse,
@@ -120,6 +121,14 @@ class AgentHandle:
         query = self.raw.query(names.QUERY_MESSAGES, result_type=list[ChatMessage])
         messages: list[ChatMessage] = await self._worker(query, seconds)
         return messages
+
+    async def audit(self, *, seconds: float | None = None) -> AuditView:
+        """Every decision of the run in order, across continue-as-new (a closed run answers too:
+        a worker replays it)."""
+        rpc = timedelta(seconds=seconds) if seconds is not None else None
+        query = self.raw.query(names.QUERY_AUDIT, result_type=AuditView, rpc_timeout=rpc)
+        view: AuditView = await self._worker(query, seconds)
+        return view
 
     async def policy(self) -> PolicyView:
         view: PolicyView = await self._worker(

@@ -5,12 +5,15 @@ visible, and how, is `starter.visible`'s: the terminal and the web show the same
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 
 from starter.visible import MULTILINE, arguments_display, one_line, text_block, visible
+from workflows.arguments import parse_arguments
 from workflows.model import (
     AgentEvent,
     ApprovalEvent,
+    AuditEntry,
     AwaitingApprovalEvent,
     ChatMessage,
     ErrorEvent,
@@ -29,10 +32,13 @@ __all__ = [
     "MULTILINE",
     "age",
     "arguments_display",
+    "audit_arguments",
     "call_text",
+    "decided_by",
     "event_json",
     "event_line",
     "message_lines",
+    "moment",
     "one_line",
     "rule_line",
     "text_block",
@@ -86,6 +92,41 @@ def event_line(event: AgentEvent) -> str:
     if isinstance(event, FinishedEvent):
         return f"finished: {event.finish_reason}"
     return f"{r} {event.type}"  # pragma: no cover - every type is handled above
+
+
+_CUT = re.compile(r"…\[\d+ more characters\]\Z")
+"""How the audit marks arguments it keeps only the start of (`workflows.bounds.shown`)."""
+
+
+def audit_arguments(arguments: object) -> str:
+    """An audit entry's arguments as people read them: like a waiting call's, or for long ones
+    the start the audit kept, as it is, ending in its `…[N more characters]`."""
+    if isinstance(arguments, str) and _CUT.search(arguments) and not parse_arguments(arguments).ok:
+        return visible(arguments)
+    return arguments_display(arguments)
+
+
+def decided_by(entry: AuditEntry) -> str:
+    """Who or what decided a call: `person ann`, `rule 1`, `the approval timeout`, `the run's
+    input` (answers given when the run started)."""
+    if entry.source == "person":
+        return f"person {visible(entry.approver)}" if entry.approver else "a person (unnamed)"
+    if entry.source == "policy":
+        return f"rule {entry.rule}" if entry.rule is not None else "a rule"
+    if entry.source == "timeout":
+        return "the approval timeout"
+    if entry.source == "seed":
+        return "the run's input"
+    return visible(str(entry.source))  # pragma: no cover - every source is handled above
+
+
+def moment(at: datetime | None) -> str:
+    """A point in time for people, in UTC to the second: `2026-12-01 09:00:01 UTC`."""
+    if at is None:
+        return "?"
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def rule_line(rule: PolicyEntry) -> str:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowQueryFailedError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -54,6 +54,14 @@ def _failure(err: Exception, workflow_id: str) -> Answer:
             return 503, {"error": "the run kept refusing the answer: too many requests in flight"}
         return 504, {"error": f"no worker answered within {err.seconds:.0f}s"}
     raise err
+
+
+def query_failure(err: Exception, workflow_id: str) -> Answer:
+    """A query the run could not answer: as `_failure`, and a query the run's worker does not
+    know (an earlier release) is a 409 saying so."""
+    if isinstance(err, WorkflowQueryFailedError):
+        return 409, {"error": f"run '{workflow_id}' cannot answer this query: {err}"}
+    return _failure(err, workflow_id)
 
 
 START_FIELDS = {"prompt", "system", "options"}

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -28,10 +28,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 from temporalio.client import Client
+from temporalio.service import RPCError
 
+from starter.audit_table import counts_line, dropped_line, tokens_line
 from starter.handle import AgentHandle
-from starter.render import age, event_line
+from starter.render import age, audit_arguments, decided_by, event_line, moment
 from starter.request_guards import MIB, AsciiHeaders, LimitedBody, LoopbackHostOnly
+from starter.runs import PAGE_SIZE as RUNS_PAGE_SIZE
+from starter.runs import STATUSES, BadFilter, RunRow, list_runs, parse_filter
 from starter.visible import arguments_display, shorten, text_block, visible
 from starter.web import actions
 from starter.web.auth import (
@@ -47,7 +51,9 @@ from starter.web.auth import (
     verify,
 )
 from starter.web.hub import Inbox, RunWatch, Watches
+from starter.web.page_links import cursor_of, page_link
 from starter.web.paths import SegmentedPath, path_as_sent, segment, workflow_id_of
+from starter.web.run_counts import OpenRunCounts
 from starter.web.security import Guard, Identity, SecurityHeaders, cross_site
 from workflows.arguments import arguments_digest
 from workflows.model import ToolCall
@@ -76,6 +82,12 @@ def _templates() -> Environment:
     env.filters["digest"] = arguments_digest
     env.filters["age"] = age
     env.filters["iso"] = lambda value: value.isoformat() if value else ""
+    env.filters["when"] = moment
+    env.filters["audit_args"] = audit_arguments
+    env.filters["decided_by"] = decided_by
+    env.globals["counts_line"] = counts_line
+    env.globals["tokens_line"] = tokens_line
+    env.globals["dropped_line"] = dropped_line
     env.globals["uid"] = lambda *parts: hashlib.sha256(
         "\0".join(map(str, parts)).encode()
     ).hexdigest()[:12]
@@ -97,6 +109,8 @@ class WebApp:
         self.guard = guard
         self.inbox = Inbox(client)
         self.watches = Watches(client)
+        self.run_counts = OpenRunCounts(client)
+        self.runs_page_size = RUNS_PAGE_SIZE
         self.throttle = Throttle()
         self.templates = _templates()
 
@@ -261,6 +275,8 @@ class WebApp:
             "version": watch.changes.version,
             "after": watch.last_seq,
             "pieces": len(state.pieces),
+            "audit": state.audit,
+            "audit_error": state.audit_error,
         }
 
     async def run_live(self, request: Request, who: Identity) -> Response:
@@ -291,6 +307,7 @@ class WebApp:
             body["parts"] = {
                 "phase": self.render("_phase.html", request, who, **values),
                 "conversation": self.render("_conversation.html", request, who, **values),
+                "audit": self.render("_audit.html", request, who, **values),
                 "calls": self.render(
                     "_calls.html",
                     request,
@@ -301,7 +318,56 @@ class WebApp:
             }
         return JSONResponse(body)
 
+    async def runs_page(self, request: Request, who: Identity) -> Response:
+        """Recent runs of the namespace, newest first, filtered by status and workflow id."""
+        code, listed = await self._list_runs(request)
+        return HTMLResponse(
+            self.render("runs.html", request, who, statuses=STATUSES, **listed), status_code=code
+        )
+
+    async def _list_runs(self, request: Request) -> tuple[int, dict[str, Any]]:
+        """One page of the runs listing for a request (`status`, `q`, `page`): the HTTP status
+        and what the page and `GET /api/runs` show."""
+        params = request.query_params
+        status, text = params.get("status") or "", params.get("q") or ""
+        listed: dict[str, Any] = {"status": status, "q": text, "rows": [], "next_page": None}
+        try:
+            run_filter = parse_filter(status, text)
+            cursor = cursor_of(self.guard.signer, run_filter, params.get("page"))
+        except BadFilter as err:
+            return 400, {**listed, "error": str(err)}
+        try:
+            page = await list_runs(self.client, run_filter, cursor, page_size=self.runs_page_size)
+        except RPCError as err:
+            return 502, {**listed, "error": f"cannot list runs: {err.message}"}
+        rows = await self.run_counts.fill(page.rows)
+        if page.next is not None:
+            listed["next_page"] = page_link(self.guard.signer, run_filter, page.next)
+            listed["next_href"] = "/runs?" + urlencode(
+                {k: v for k, v in (("status", status), ("q", text)) if v}
+                | {"page": listed["next_page"]}
+            )
+        return 200, {**listed, "rows": rows, "error": None}
+
     # ------------------------------------------------------------ API
+
+    async def api_runs(self, request: Request, who: Identity) -> Response:
+        code, listed = await self._list_runs(request)
+        if code != 200:
+            return JSONResponse({"error": listed["error"]}, status_code=code)
+        rows: list[RunRow] = listed["rows"]
+        return JSONResponse({"runs": [r.as_json() for r in rows], "next_page": listed["next_page"]})
+
+    async def api_audit(self, request: Request, who: Identity) -> Response:
+        """The run's `audit` query's answer, as it is."""
+        workflow_id = workflow_id_of(request)
+        handle = AgentHandle(self.client, workflow_id, worker_wait=actions.WORKER_WAIT_SECONDS)
+        try:
+            view = await handle.audit()
+        except Exception as err:
+            code, failure = actions.query_failure(err, workflow_id)
+            return JSONResponse(failure, status_code=code)
+        return JSONResponse(view.model_dump(mode="json"))
 
     async def api_pending(self, request: Request, who: Identity) -> Response:
         runs = await self.inbox.fresh()
@@ -405,11 +471,14 @@ class WebApp:
             Route("/signin", self.signin, methods=["POST"]),
             Route("/signout", self.signout, methods=["POST"]),
             Route("/inbox/live", api(self.inbox_live, changes=False)),
+            Route("/runs", page(self.runs_page)),
             Route("/runs/{workflow_id}", page(self.run_page)),
             Route("/runs/{workflow_id}/live", api(self.run_live, changes=False)),
             Route("/api/pending", api(self.api_pending, changes=False)),
+            Route("/api/runs", api(self.api_runs, changes=False), methods=["GET"]),
             Route("/api/runs", api(self.api_start, changes=True), methods=["POST"]),
             Route("/api/runs/{workflow_id}", api(self.api_run, changes=False)),
+            Route("/api/runs/{workflow_id}/audit", api(self.api_audit, changes=False)),
             Route("/api/runs/{workflow_id}/events", api(self.api_events, changes=False)),
             Route(
                 "/api/runs/{workflow_id}/approvals",
@@ -438,6 +507,7 @@ class WebApp:
             finally:
                 await self.inbox.stop()
                 await self.watches.stop()
+                await self.run_counts.stop()
 
         app: ASGIApp = SegmentedPath(Starlette(routes=self.routes(), lifespan=lifespan))
         app = LimitedBody(app, MAX_BODY_BYTES)

@@ -355,6 +355,13 @@ class Signer:
     def _mac(self, data: bytes) -> str:
         return base64.urlsafe_b64encode(hmac.new(self._key, data, hashlib.sha256).digest()).decode()
 
+    def sign(self, purpose: str, data: bytes) -> str:
+        """A signature of `data` for one purpose (a signature for one is no good for another)."""
+        return self._mac(purpose.encode() + b"|" + data)
+
+    def signed(self, purpose: str, data: bytes, signature: str) -> bool:
+        return signature.isascii() and _ascii_equal(signature, self.sign(purpose, data))
+
     def user_stamp(self, user: User) -> str:
         """What a session of `user` carries to show it began under the current password."""
         return self._mac(b"user|" + user.name.encode() + b"|" + user.password_hash.encode())[:22]

@@ -21,10 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.handle import AgentHandle
+from starter.handle import AgentHandle, NoWorker
 from starter.inbox import (
     Context,
     RunGone,
@@ -36,7 +41,7 @@ from starter.inbox import (
     unavailable,
 )
 from starter.watch import Ended, Quiet, Restart, Text, watch
-from workflows.model import AgentEvent, AgentStatus, ChatMessage, FinishedEvent
+from workflows.model import AgentEvent, AgentStatus, AuditView, ChatMessage, FinishedEvent
 
 log = logging.getLogger(__name__)
 
@@ -247,6 +252,10 @@ class RunState:
     messages: list[ChatMessage] = field(default_factory=list)
     closed: str | None = None
     """The run's closed status when it ended without a `finished` event."""
+    audit: AuditView | None = None
+    """Every decision of the run so far (its `audit` query), the last good answer."""
+    audit_error: str | None = None
+    """Why the last `audit` query got no answer."""
 
 
 class RunWatch:
@@ -357,8 +366,8 @@ class RunWatch:
             self.changes.bump()
 
     async def _refresh(self) -> None:
-        """The run's status and messages, once for all viewers. A run that closed without its
-        worker answering keeps what was known, with its closed status."""
+        """The run's status, messages and audit, once for all viewers. A run that closed
+        without its worker answering keeps what was known, with its closed status."""
         try:
             status = await self._handle.status()
             if status.run_id is None and self.first_run_id is None:
@@ -372,7 +381,28 @@ class RunWatch:
                 name = description.status.name if description.status else "CLOSED"
                 self.state.closed = name.lower()
             return
+        audit, audit_error = await self._read_audit()
         self.state.status, self.state.messages = status, messages
+        self.state.audit = audit or self.state.audit
+        self.state.audit_error = audit_error
+
+    async def _read_audit(self) -> tuple[AuditView | None, str | None]:
+        """The run's decisions, or why there are none: asked apart, so a run whose worker cannot
+        answer the `audit` query (an earlier release) still shows its phase and conversation."""
+        try:
+            return await self._handle.audit(), None
+        except Exception as err:
+            log.debug("no audit for %s: %s", self.workflow_id, err)
+            return None, audit_unavailable(err)
+
+
+def audit_unavailable(err: Exception) -> str:
+    """Why a run's audit could not be read, for people."""
+    if isinstance(err, WorkflowQueryFailedError):
+        return f"this run cannot answer the audit query: {err}"
+    if isinstance(err, NoWorker):
+        return "no worker answered the audit query in time"
+    return f"cannot read the audit: {type(err).__name__}"
 
 
 class Watches:

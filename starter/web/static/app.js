@@ -1,4 +1,4 @@
-// The inbox and run pages, live without reload. Everything comes from this server: the inbox
+// The inbox and run pages, live without reload (the runs page is plain HTML and links). Everything comes from this server: the inbox
 // list from its shared poll, a run's events and text from its one shared stream subscription.
 (function () {
   "use strict";
@@ -223,6 +223,7 @@
         version = String(data.version);
         document.getElementById("phase").innerHTML = data.parts.phase;
         document.getElementById("conversation").innerHTML = data.parts.conversation;
+        document.getElementById("audit").innerHTML = data.parts.audit;
         mergeCalls(document.getElementById("calls"), data.parts.calls);
       }
       return !data.done;
