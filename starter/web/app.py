@@ -330,7 +330,13 @@ class WebApp:
         and what the page and `GET /api/runs` show."""
         params = request.query_params
         status, text = params.get("status") or "", params.get("q") or ""
-        listed: dict[str, Any] = {"status": status, "q": text, "rows": [], "next_page": None}
+        listed: dict[str, Any] = {
+            "status": status,
+            "q": text,
+            "rows": [],
+            "next_page": None,
+            "scanned": 0,
+        }
         try:
             run_filter = parse_filter(status, text)
             cursor = cursor_of(self.guard.signer, run_filter, params.get("page"))
@@ -347,7 +353,7 @@ class WebApp:
                 {k: v for k, v in (("status", status), ("q", text)) if v}
                 | {"page": listed["next_page"]}
             )
-        return 200, {**listed, "rows": rows, "error": None}
+        return 200, {**listed, "rows": rows, "scanned": page.scanned, "error": None}
 
     # ------------------------------------------------------------ API
 
