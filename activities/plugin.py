@@ -36,6 +36,7 @@ from runtime.connect import data_converter, task_queue
 from runtime.decryption_log import log_decryption_failures_once
 from workflows.agent import AgentWorkflow
 from workflows.converter import AgentPayloadConverter
+from workflows.notifications import AgentNotification
 from workflows.rule_check import worker_policy_problem
 from workflows.rules import WorkerPolicy
 
@@ -124,7 +125,7 @@ class AgentPlugin(SimplePlugin):
         super().__init__(
             PLUGIN_NAME,
             data_converter=data_converter(),
-            workflows=[AgentWorkflow],
+            workflows=[AgentWorkflow, AgentNotification],
         )
         self._given_activities = activities
         self._settings = settings

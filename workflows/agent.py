@@ -66,6 +66,7 @@ with workflow.unsafe.imports_passed_through():
         length_warning,
         round_limit_warning,
     )
+    from workflows.notifications import Notifier
     from workflows.reconstruction import plan_resume
     from workflows.rules import PolicyView
     from workflows.state import handover, initial_state
@@ -106,6 +107,7 @@ class AgentWorkflow:
         self._compactor = Compactor(
             self._state, self._conversation, self._emit, self._approvals.offered_specs
         )
+        self._notifier = Notifier(self._state, self._warn)
         self._visibility = Visibility()
         # Bookkeeping of this generation only (never carried):
         self._phase: Phase = "running"
@@ -132,6 +134,7 @@ class AgentWorkflow:
                     self._refused, type="InvalidAgentRunInput", non_retryable=True
                 )
             result = await self._prepare() or await self._loop()
+            await self._notifier.finished(result.finish_reason, result.error)
             await self._live.close()
             return result
         except BaseException as err:
@@ -323,7 +326,8 @@ class AgentWorkflow:
     # ------------------------------------------------------------ waiting
 
     async def _wait_for_answers(self, pending: list[ToolCall]) -> bool:
-        """Wait durably until every pending call is answered, or cancel, or the timeout.
+        """Wait durably until every pending call is answered, or cancel, or the timeout (people
+        are told when the wait begins, and reminded at half its timeout).
 
         Returns True when the approval timeout fired.
         """
@@ -336,22 +340,30 @@ class AgentWorkflow:
             state.approval_wait = ApprovalWait(
                 since=now, deadline=None if seconds is None else now + timedelta(seconds=seconds)
             )
+            self._notifier.waiting(waiting)
         self._set_phase("awaiting_approval", describe_waiting(state.round, waiting))
-        deadline = state.approval_wait.deadline
-        timeout: float | None = None
-        if deadline is not None:
-            timeout = max(0.0, (deadline - workflow.now()).total_seconds())
-        try:
-            await workflow.wait_condition(
-                lambda: (
-                    state.cancel is not None
-                    or not self._approvals.unanswered(pending)
-                    or self._should_continue_as_new()
-                ),
-                timeout=timeout,
-                timeout_summary="approval timeout",
-            )
-        except TimeoutError:
+        while True:
+            deadline = state.approval_wait.deadline
+            reminder = self._notifier.reminder_due()
+            until = reminder or deadline
+            timeout: float | None = None
+            if until is not None:
+                timeout = max(0.0, (until - workflow.now()).total_seconds())
+            try:
+                await workflow.wait_condition(
+                    lambda: (
+                        state.cancel is not None
+                        or not self._approvals.unanswered(pending)
+                        or self._should_continue_as_new()
+                    ),
+                    timeout=timeout,
+                    timeout_summary="approval reminder" if reminder else "approval timeout",
+                )
+                return False
+            except TimeoutError:
+                if reminder is not None:
+                    self._notifier.waiting(self._approvals.unanswered(pending), reminder=True)
+                    continue
             if state.options.on_approval_timeout == "reject":
                 for call in self._approvals.unanswered(pending):
                     self._approvals.answer(
@@ -361,7 +373,6 @@ class AgentWorkflow:
                         source="timeout",
                     )
             return True
-        return False
 
     async def _wait_for_message(self, wait: SessionWait) -> bool:
         """A session between turns, durably, across continue-as-new (the idle deadline is

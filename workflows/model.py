@@ -560,6 +560,8 @@ class ApprovalWait(BaseModel):
     since: datetime
     deadline: datetime | None = None
     """When the approval timeout fires (workflow time), or None: wait forever."""
+    reminded: bool = False
+    """People were reminded of it (at half the timeout)."""
 
 
 class SessionWait(BaseModel):
@@ -609,6 +611,8 @@ class AgentState(BaseModel):
     """The model's window and the compaction of its view (`workflows.context`)."""
     setup: WorkerSetup | None = None
     """What `worker_setup` said (runs of this release; None before it answered)."""
+    waited_for_person: bool = False
+    """A call of this run waited for a person (its end is notified, with AGENT_NOTIFY_URL)."""
     cut_off: dict[str, int | None] = Field(default_factory=dict)
     """Pending calls of a reply cut off at the token limit (`finish_reason: length`), with the
     `max_tokens` the request carried: a call whose arguments were cut is told so."""

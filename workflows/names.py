@@ -4,6 +4,7 @@ one."""
 from temporalio.common import SearchAttributeKey
 
 WORKFLOW_TYPE = "AgentWorkflow"
+NOTIFICATION_WORKFLOW_TYPE = "AgentNotification"
 DEFAULT_TASK_QUEUE = "agent"
 
 # Signals
