@@ -48,7 +48,8 @@ from workflows.model import NotifyRequest
 
 ATTEMPT_SECONDS = 20.0
 """The longest one delivery attempt may take (inside the activity's 30 s start-to-close)."""
-REQUEST_TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+READ_SECONDS = 10.0
+"""The longest silence tolerated from the receiver (connect: half of it)."""
 RETRY_AFTER_CAP_SECONDS = 300.0
 """A receiver's `Retry-After` is honoured up to this (the workflow's backoff caps at 5 min)."""
 ANSWER_EXCERPT_CHARS = 200
@@ -77,8 +78,17 @@ def url_path_secrets(url: str) -> list[str]:
 class Notifier:
     """The `notify` activity over one httpx client and the worker's settings."""
 
-    def __init__(self, http: httpx.AsyncClient, settings: Settings) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        settings: Settings,
+        *,
+        attempt_seconds: float = ATTEMPT_SECONDS,
+    ) -> None:
         self._http = http
+        self._attempt_seconds = attempt_seconds
+        read = min(READ_SECONDS, attempt_seconds)
+        self._timeout = httpx.Timeout(read, connect=read / 2)
         self._url = settings.notify_url
         self._format = settings.notify_format
         self._include_content = settings.notify_arguments
@@ -135,12 +145,12 @@ class Notifier:
             )
         data = json.dumps(self.body(request), ensure_ascii=False).encode("utf-8")
         try:
-            async with asyncio.timeout(ATTEMPT_SECONDS):
+            async with asyncio.timeout(self._attempt_seconds):
                 response = await self._http.post(
                     self._url,
                     content=data,
                     headers={"content-type": "application/json; charset=utf-8"},
-                    timeout=REQUEST_TIMEOUT,
+                    timeout=self._timeout,
                     follow_redirects=False,
                 )
         except (TimeoutError, httpx.TimeoutException) as err:
