@@ -1,6 +1,6 @@
 """Activity stand-ins for tests whose subject is the workflow logic: registered under the real
-activity names (`list_tools`, `call_llm`, `execute_tool`), they script the model's replies and
-record what the workflow asked for."""
+activity names (`list_tools`, `call_llm`, `execute_tool`, `notify`, …), they script the model's
+replies and record what the workflow asked for."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from workflows.model import (
     ChatMessage,
     LlmRequest,
     LlmResponse,
+    NotifyRequest,
     SummaryRequest,
     SummaryResponse,
     ToolCall,
@@ -106,6 +107,16 @@ class FakeAgentActivities:
     """The model's window `worker_setup` reports (by default too big to matter: tests of the
     window set their own)."""
     summary_requests: list[SummaryRequest] = field(default_factory=list)
+    notifies: bool = False
+    """What `worker_setup` says of notifications (`WorkerSetup.notify`): with True the workflow
+    runs `notify`."""
+    notify_requests: list[NotifyRequest] = field(default_factory=list)
+    """Every `notify` attempt, in order (a failed attempt too)."""
+    notify_failures: int = 0
+    """How many attempts of each `notify` activity fail (a retryable error) before one is
+    taken; -1: every attempt fails."""
+    notify_delay: float = 0.0
+    """How long each `notify` attempt takes (heartbeating), e.g. a receiver that is slow."""
 
     def activities(self) -> list[Callable[..., Any]]:
         @activity.defn(name=names.ACTIVITY_LIST_TOOLS)
@@ -119,7 +130,10 @@ class FakeAgentActivities:
         @activity.defn(name=names.ACTIVITY_WORKER_SETUP)
         async def worker_setup() -> WorkerSetup:
             return WorkerSetup(
-                tools=self.specs, policy=self.worker_rules, context_tokens=self.context_tokens
+                tools=self.specs,
+                policy=self.worker_rules,
+                context_tokens=self.context_tokens,
+                notify=self.notifies,
             )
 
         @activity.defn(name=names.ACTIVITY_SUMMARIZE)
@@ -163,6 +177,17 @@ class FakeAgentActivities:
                 raise ApplicationError("boom", non_retryable=True)
             return f'{{"ok": true, "data": "ran {request.name} {request.call_id}"}}'
 
+        @activity.defn(name=names.ACTIVITY_NOTIFY)
+        async def notify(request: NotifyRequest) -> None:
+            self.notify_requests.append(request)
+            await self._sleep_heartbeating(self.notify_delay)
+            attempt = activity.info().attempt
+            if self.notify_failures < 0 or attempt <= self.notify_failures:
+                raise ApplicationError(
+                    f"the notification receiver answered HTTP 500 (attempt {attempt})",
+                    type="NotifyHttp500",
+                )
+
         return [
             list_tools,
             worker_policy,
@@ -170,6 +195,7 @@ class FakeAgentActivities:
             call_llm,
             summarize_conversation,
             execute_tool,
+            notify,
         ]
 
     @staticmethod
