@@ -5,6 +5,7 @@ replies and record what the workflow asked for."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -210,3 +211,29 @@ class FakeAgentActivities:
     @property
     def tools_run(self) -> list[str]:
         return [r.call_id for r in self.tool_requests]
+
+
+class BigTools(FakeAgentActivities):
+    """Tools that answer with `size` characters each (for the context window's tests)."""
+
+    size: int = 6_000
+
+    def activities(self) -> list[Callable[..., Any]]:
+        base = super().activities()
+
+        @activity.defn(name=names.ACTIVITY_EXECUTE_TOOL)
+        async def execute_tool(request: ToolRequest) -> str:
+            self.tool_requests.append(request)
+            return json.dumps({"ok": True, "data": f"{request.call_id}:" + "y" * self.size})
+
+        replaced = base_execute(base)
+        return [a for a in base if a is not replaced] + [execute_tool]
+
+
+def base_execute(activities: list[Callable[..., Any]]) -> Callable[..., Any] | None:
+    """The `execute_tool` among `activities`."""
+    for fn in activities:
+        definition = getattr(fn, "__temporal_activity_definition", None)
+        if definition is not None and definition.name == names.ACTIVITY_EXECUTE_TOOL:
+            return fn
+    return None
