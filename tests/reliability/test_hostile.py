@@ -391,7 +391,8 @@ async def test_an_unmatchable_rule_in_the_worker_policy(
     worker = ManagedProcess(
         "worker-dead-rule", [sys.executable, "worker.py"], env=environ, log_dir=tmp_path / "logs"
     )
-    code = worker.proc.wait(timeout=60)
+    with stopping(worker):  # a worker that starts after all is not left running
+        code = await asyncio.to_thread(worker.proc.wait, 60)
     said = worker.stderr_tail().strip().splitlines()
     row.saw(f"exit {code}: {said[-1] if said else ''}")
     assert code == 2 and said and "matches none of the worker's tools" in said[-1]

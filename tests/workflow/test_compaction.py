@@ -6,35 +6,17 @@ long is asked again with a smaller view."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
-from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from tests.fakes import FakeAgentActivities, calls, text
+from tests.fakes import BigTools, FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, worker_for
 from workflows import names
 from workflows.context import SUMMARY_PREFIX
 from workflows.conversation import invariant_violations
-from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage, ToolRequest
-
-
-class BigTools(FakeAgentActivities):
-    """Tools that answer with `size` characters each."""
-
-    size: int = 6_000
-
-    def activities(self) -> list[Any]:
-        base = super().activities()
-
-        @activity.defn(name=names.ACTIVITY_EXECUTE_TOOL)
-        async def execute_tool(request: ToolRequest) -> str:
-            self.tool_requests.append(request)
-            return json.dumps({"ok": True, "data": f"{request.call_id}:" + "y" * self.size})
-
-        return [*base[:-1], execute_tool]
+from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
 
 
 def reads(count: int, saying: str = "") -> list[Any]:
