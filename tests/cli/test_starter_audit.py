@@ -1,7 +1,7 @@
 """`python -m starter audit W [--json]` as a real process against the session dev server and a
 worker with the real activities and the scripted model: every decision of a run in order (the
 rule's and the person's, an edit marked, a reason made visible), the `--json` form exactly the
-`audit` query's answer, a clear error for an unknown run."""
+`audit` query's answer (which the `temporal` CLI reads too), a clear error for an unknown run."""
 
 from __future__ import annotations
 
@@ -10,13 +10,16 @@ import re
 
 from tests.cli import test_starter
 from tests.cli.test_starter import Agent, new_id, start_waiting
+from tests.cli.test_temporal_cli import Cli
 from tests.helpers import wait_for_phase
 from workflows.model import AuditView
 
 agent = test_starter.agent  # the fixture: a worker with the real activities, the scripted model
 
 
-async def test_audit_lists_the_rules_and_the_peoples_decisions_in_order(agent: Agent) -> None:
+async def test_audit_lists_the_rules_and_the_peoples_decisions_in_order(
+    agent: Agent, encrypted: bool
+) -> None:
     workflow_id = new_id()
     started = await agent.cli(
         "run", "--no-follow", "--id", workflow_id, "--allow", "list_dir",
@@ -58,6 +61,9 @@ async def test_audit_lists_the_rules_and_the_peoples_decisions_in_order(agent: A
     assert len(as_json.stdout.splitlines()) == 1
     queried = await agent.handle(workflow_id).query("audit", result_type=AuditView)
     assert json.loads(as_json.stdout) == queried.model_dump(mode="json")
+    if not encrypted:  # the `temporal` CLI reads the same query (sealed payloads need the codec)
+        from_cli = await Cli(agent.address).query(workflow_id, "audit")
+        assert AuditView.model_validate(from_cli) == queried
 
 
 async def test_audit_shows_a_reason_as_people_see_it_and_refuses_an_unknown_run(
