@@ -28,7 +28,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 from temporalio.client import Client
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from starter.audit_table import counts_line, dropped_line, tokens_line
 from starter.handle import AgentHandle
@@ -55,6 +55,7 @@ from starter.web.page_links import cursor_of, page_link
 from starter.web.paths import SegmentedPath, path_as_sent, segment, workflow_id_of
 from starter.web.run_counts import OpenRunCounts
 from starter.web.security import Guard, Identity, SecurityHeaders, cross_site
+from workflows import names
 from workflows.arguments import arguments_digest
 from workflows.model import ToolCall
 
@@ -345,7 +346,12 @@ class WebApp:
         try:
             page = await list_runs(self.client, run_filter, cursor, page_size=self.runs_page_size)
         except RPCError as err:
-            return 502, {**listed, "error": f"cannot list runs: {err.message}"}
+            hint = ""
+            if err.status == RPCStatusCode.INVALID_ARGUMENT and names.AGENT_STATUS.name in (
+                err.message
+            ):
+                hint = " (start the worker once: it registers the search attributes)"
+            return 502, {**listed, "error": f"cannot list runs: {err.message}{hint}"}
         rows = await self.run_counts.fill(page.rows)
         if page.next is not None:
             listed["next_page"] = page_link(self.guard.signer, run_filter, page.next)
