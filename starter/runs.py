@@ -24,6 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
+from temporalio.service import RPCError
 
 from starter.visible import hidden
 from workflows import names
@@ -296,13 +297,17 @@ async def with_chain_starts(client: Client, rows: list[RunRow]) -> list[RunRow]:
     )
     earlier: dict[tuple[str, datetime], datetime] = {}
     token: bytes | None = None
-    while len(earlier) < CHAIN_LIMIT:
-        executions, token = await _visibility_page(client, query, token, 1000)
-        for e in executions:
-            if e.close_time is not None:
-                earlier[(e.id, e.close_time)] = e.start_time
-        if token is None:
-            break
+    try:
+        while len(earlier) < CHAIN_LIMIT:
+            executions, token = await _visibility_page(client, query, token, 1000)
+            for e in executions:
+                if e.close_time is not None:
+                    earlier[(e.id, e.close_time)] = e.start_time
+            if token is None:
+                break
+    except RPCError as err:  # the rows stand without it: each generation's own start
+        log.warning("cannot list the earlier generations of a runs page: %s", err.message)
+        return rows
     if not earlier:
         return rows
     return [_chain_start(row, earlier) for row in rows]
