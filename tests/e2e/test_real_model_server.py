@@ -463,16 +463,16 @@ async def test_max_tokens_bounds_a_real_reply(watched_http: tuple[httpx.AsyncCli
 @pytest.mark.parametrize(
     ("name", "arguments", "approved"),
     [
-        ("run_command", {"command": "ls -la"}, True),
-        ("run_command", {"command": "ls"}, True),
-        ("run_command", '{"command": "cat notes.txt"}', True),
-        ("run_command", {"command": "ls\nrm -rf x"}, False),
-        ("run_command", {"command": "ls -la; rm -rf ."}, False),
-        ("run_command", {"command": "echo $(rm -rf .)"}, False),
-        ("run_command", {"command": "ls > listing"}, False),
-        ("run_command", {"command": "rm -rf logs"}, False),
-        ("run_command", "ls -la", False),
-        ("delete_path", {"path": "notes.txt"}, False),
+        pytest.param("run_command", {"command": "ls -la"}, True, id="ls -la"),
+        pytest.param("run_command", {"command": "ls"}, True, id="ls"),
+        pytest.param("run_command", '{"command": "cat notes.txt"}', True, id="cat, as JSON text"),
+        pytest.param("run_command", {"command": "ls\nrm -rf x"}, False, id="newline"),
+        pytest.param("run_command", {"command": "ls -la; rm -rf ."}, False, id="semicolon"),
+        pytest.param("run_command", {"command": "echo $(rm -rf .)"}, False, id="substitution"),
+        pytest.param("run_command", {"command": "ls > listing"}, False, id="redirection"),
+        pytest.param("run_command", {"command": "rm -rf logs"}, False, id="rm"),
+        pytest.param("run_command", "ls -la", False, id="arguments not JSON"),
+        pytest.param("delete_path", {"path": "notes.txt"}, False, id="delete"),
     ],
 )
 def test_the_person_here_approves_read_only_commands_only(
