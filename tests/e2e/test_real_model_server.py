@@ -3,7 +3,7 @@ vLLM, a hosted API): a real worker with the real activities on the dev server, a
 list the workspace, to run a command that needs approval and to delete a file; a person (this
 test) approves the command and rejects the deletion with a reason; the run finishes.
 
-The story tests are skipped unless `AGENT_E2E_LLM_BASE_URL` is set (docs/real-model-servers.md
+The two tests that need a server are skipped unless `AGENT_E2E_LLM_BASE_URL` is set (docs/real-model-servers.md
 has an offline recipe: a small model on llama.cpp that makes real tool calls):
 
     AGENT_E2E_LLM_BASE_URL=http://127.0.0.1:8181/v1 \
