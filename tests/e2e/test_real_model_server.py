@@ -124,12 +124,18 @@ def decide(call: ToolCall) -> tuple[bool, str | None]:
 
 @dataclass
 class Request:
-    """One request to the server: its status, how long until its body ended, and the `timings`
-    llama.cpp's server puts in its last chunk (None from other servers)."""
+    """One request to the server: what it asked, its status, how long until its body ended, and
+    the `timings` llama.cpp's server puts in its last chunk (None from other servers)."""
 
+    what: str
+    """Method and path, e.g. `POST /v1/chat/completions`."""
     status: int
     seconds: float = 0.0
     timings: dict[str, Any] | None = None
+
+    @property
+    def is_chat(self) -> bool:
+        return self.what.startswith("POST ") and self.what.endswith("/chat/completions")
 
 
 @dataclass
@@ -137,8 +143,10 @@ class Exchange:
     requests: list[Request] = field(default_factory=list)
 
     @property
-    def statuses(self) -> list[int]:
-        return [r.status for r in self.requests]
+    def chat_statuses(self) -> list[int]:
+        """The statuses of the chat completion requests (a client may also ask the server other
+        things, e.g. llama.cpp's `GET /props`, which another server may not have)."""
+        return [r.status for r in self.requests if r.is_chat]
 
 
 def server_timings(body: bytes) -> dict[str, Any] | None:
@@ -184,7 +192,7 @@ class TappedTransport(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         started = time.monotonic()
         response = await self._inner.handle_async_request(request)
-        record = Request(status=response.status_code)
+        record = Request(f"{request.method} {request.url.path}", response.status_code)
         self._exchange.requests.append(record)
 
         def done(body: bytes) -> None:
@@ -359,7 +367,7 @@ def report(
 ) -> None:
     print(f"\n--- real model server {BASE_URL} (model {MODEL}): {identity} ---")
     print(f"finish_reason={result.finish_reason} rounds={result.rounds} usage={result.usage}")
-    print(f"requests={len(exchange.requests)} statuses={exchange.statuses}")
+    print(f"chat requests={len(exchange.chat_statuses)} statuses={exchange.chat_statuses}")
     for index, item in enumerate(rounds):
         calls = ", ".join(f"{c.name} {c.arguments}" for c in item.reply.message.tool_calls or [])
         usage = item.reply.usage
@@ -376,6 +384,9 @@ def report(
             if t
             else "no server timings"
         )
+        if not request.is_chat:
+            print(f"request {index}: {request.what}: HTTP {request.status}")
+            continue
         print(f"request {index}: HTTP {request.status} in {request.seconds:.2f} s, {speed}")
     for answer in answers:
         verdict = "approved" if answer.approved else f"rejected ({answer.reason})"
@@ -432,7 +443,8 @@ async def test_the_story_against_a_real_model_server(
     )
     assert result.finish_reason in ("stop", "max_rounds"), result.error
     assert [e.message for e in log if isinstance(e, ErrorEvent)] == []
-    assert exchange.statuses and all(s < 400 for s in exchange.statuses), exchange.statuses
+    chat = exchange.chat_statuses
+    assert chat and all(s < 400 for s in chat), chat
     assert invariant_violations(result.messages, allow_open_tail=False) == []
     approved = [a for a in answers if a.approved]
     rejected = [a for a in answers if not a.approved]
@@ -455,7 +467,7 @@ async def test_max_tokens_bounds_a_real_reply(watched_http: tuple[httpx.AsyncCli
         [ChatMessage.user("Count from one to two hundred, one number per line.")], max_tokens=8
     )
     print(f"\nmax_tokens=8: finish_reason={reply.finish_reason} usage={reply.usage}")
-    assert exchange.statuses == [200]
+    assert exchange.chat_statuses == [200]
     assert reply.finish_reason in ("length", "stop")
     assert reply.usage.completion_tokens <= 8
 
