@@ -437,9 +437,8 @@ async def test_the_story_against_a_real_model_server(
     made = [e for e in log if isinstance(e, ToolCallEvent)]
     assert made, (
         f"the model made no tool call (finish_reason {result.finish_reason}); it answered:"
-        f" {what_the_model_answered(result, len(run_input.messages))}. A call written as text"
-        " in the reply is not a call: check the server's chat template (its call markers) and"
-        " `--jinja`"
+        f" {what_the_model_answered(result, len(run_input.messages))}. If that holds a call"
+        " written as text, check the server's chat template (its call markers) and `--jinja`"
     )
     assert result.finish_reason in ("stop", "max_rounds"), result.error
     assert [e.message for e in log if isinstance(e, ErrorEvent)] == []
