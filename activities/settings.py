@@ -267,6 +267,9 @@ class Settings:
     (`AGENT_PAYLOAD_STORE`) `AGENT_MAX_CONVERSATION_MB` (default 64)."""
     payload_store: bool = False
     """Whether `AGENT_PAYLOAD_STORE` is set (every program needs the same setting)."""
+    trace_content: bool = False
+    """`AGENT_TRACE_CONTENT=true`: the model-call and tool-call spans carry the messages, the
+    arguments and the results (default: names, sizes and outcomes only)."""
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -323,6 +326,7 @@ class Settings:
             llm_summary_model=(env.get("LLM_SUMMARY_MODEL") or "").strip() or None,
             conversation_bytes=conversation_budget_bytes(env),
             payload_store=parse_store(env) is not None,
+            trace_content=_boolean(env, "AGENT_TRACE_CONTENT", False),
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:
