@@ -65,7 +65,9 @@ async def test_one_trace_per_run(
     workflow_id = f"traced-{uuid.uuid4().hex[:8]}"
     with FakeOpenAI() as fake:
         fake.enqueue(
-            Reply(tool_calls=[("call_1", "delete_path", f'{{"path": "{MARKER}"}}')], usage=(90, 14)),
+            Reply(
+                tool_calls=[("call_1", "delete_path", f'{{"path": "{MARKER}"}}')], usage=(90, 14)
+            ),
             Reply(text="Deleted the folder.", usage=(130, 6)),
         )
         env["LLM_BASE_URL"] = fake.base_url

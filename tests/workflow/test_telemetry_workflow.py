@@ -86,7 +86,9 @@ async def test_a_run_not_kept_in_the_cache_is_not_counted(client: Client, task_q
 
 async def test_a_traced_run_is_one_tree_and_replays(client: Client, task_queue: str) -> None:
     tracing, exporter = traced()
-    traced_client = Client(**{**client.config(), "interceptors": [tracing]})
+    config = client.config()
+    config["interceptors"] = [tracing]
+    traced_client = Client(**config)
     async with worker_for(traced_client, task_queue, delete_logs()):
         handle = await start_run(traced_client, task_queue, AgentRunInput.from_prompt("go"))
         await wait_for_phase(handle, "awaiting_approval")
