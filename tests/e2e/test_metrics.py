@@ -2,11 +2,11 @@
 AGENT_METRICS_ADDRESS, pointed at the session dev server and (over HTTP) at the fake
 OpenAI-compatible server, whose replies carry the token usage the counters must add up to.
 
-- one worker, two runs: a rule's answer and a person's approval, then a person's rejection; the
+- one worker, three runs: a rule's answer and a person's approval, then a person's rejection; the
   tokens equal the fake server's usage, one approval is counted per answer, the waits of the
   person's answers are observed (and no wait for the rule's), the tool calls by tool and outcome,
   the gauge of runs waiting for a person goes to 1 and back to 0, the SDK's own metrics are
-  there, and no label carries an argument;
+  there, and no label carries an argument; a third run's request is compacted once;
 - a worker restarted while a run waits: the new worker counts the run as waiting once it has
   rebuilt it from history, and counts only what happens after the restart (replay counts
   nothing twice).
@@ -186,6 +186,18 @@ async def test_counters_move_by_what_happened(metrics_worker: MetricsWorker) -> 
     assert await w.value("agent_llm_tokens_total") == sum(p + c for p, c in usages)
     assert await w.value("agent_runs_waiting_for_person") == 0
     assert len(w.fake.requests) == 4
+
+    # Run 3: a result too big for a small window: the next request is compacted, once.
+    (Path(w.env["AGENT_WORKSPACE"]) / "big.txt").write_text("lorem ipsum " * 1_200)
+    w.fake.enqueue(
+        Reply(tool_calls=[("call_4", "read_file", '{"path": "big.txt"}')], usage=(200, 10)),
+        Reply(text="It is long.", usage=(900, 5)),
+    )
+    third = await w.start_run("Read big.txt", AgentRunOptions(context_tokens=4_000))
+    await third.result()
+    assert await w.value("agent_compactions_total") == 1
+    assert await w.value("agent_tool_calls_total", tool="read_file", outcome="ok") == 1
+    assert await w.value("agent_rounds_total") == 6
 
 
 async def test_a_restarted_worker_counts_only_what_it_sees(metrics_worker: MetricsWorker) -> None:

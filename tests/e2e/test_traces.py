@@ -10,12 +10,14 @@ call's with its name and outcome, the answer's `HandleUpdate`) hangs under it, d
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from tests.cli.test_starter import seed, starter
 from tests.e2e.test_e2e import clean_env, spawn
@@ -74,22 +76,33 @@ async def test_one_trace_per_run(
         worker = await spawn("worker", "worker.py", env=env)
         try:
             await worker.wait_for_line(r"^worker ready ", timeout=60)
-            started = await starter(
-                "run", "--no-follow", "--id", workflow_id, f"Please delete {MARKER}", env=env
+            # `starter run` follows the run live (the stream's long polls, its queries) while
+            # another `starter` command answers.
+            follower = await spawn(
+                "starter run",
+                "-m",
+                "starter",
+                "run",
+                "--id",
+                workflow_id,
+                f"Delete {MARKER}",
+                env=env,
             )
-            assert started.code == 0, started
             handle = client.get_workflow_handle(workflow_id)
+            await wait_until(lambda: _started(client, workflow_id))
             await wait_for_phase(handle, "awaiting_approval")
             approved = await starter("approve", workflow_id, "call_1", env=env)
             assert approved.code == 0, approved
             await handle.result()
+            assert await asyncio.wait_for(follower.proc.wait(), 30) == 0
+            assert "Deleted the folder." in await follower.rest_of_stdout()
         finally:
             assert await worker.stop() == 0  # SIGTERM: the worker sends its last spans
     assert not (workspace / MARKER).exists()
     await wait_until(lambda: _one_or_none(otlp.spans(), "CompleteWorkflow:AgentWorkflow"))
 
     spans = otlp.spans()
-    root = _one(spans, "StartWorkflow:AgentWorkflow")
+    root = _one(spans, "StartWorkflow:AgentWorkflow")  # `starter run`
     assert root.parent_id == "" and root.service == "durable-agent-client"
     trace = [s for s in spans if s.trace_id == root.trace_id]
     ids = {s.span_id: s for s in trace}
@@ -134,8 +147,12 @@ async def test_one_trace_per_run(
     assert tool.attributes["gen_ai.tool.call.id"] == "call_1"
     assert tool.attributes["agent.tool.outcome"] == "ok"
 
-    # The live stream's traffic and the followers' polls are no part of the tree.
+    # The live stream's traffic and the follower's polls are no part of the tree.
     assert not [s for s in spans if "__temporal_" in s.name]
+    # Outside the run's trace: only `starter approve`'s answer (its queries are not traced).
+    assert [s.name for s in spans if s.trace_id != root.trace_id] == [
+        "StartWorkflowUpdate:submit_approval"
+    ]
 
     everything = repr([(s.name, s.attributes) for s in spans])
     if content:
@@ -146,6 +163,14 @@ async def test_one_trace_per_run(
     else:
         assert MARKER not in everything, "an argument or a message reached a span"
         assert "Deleted the folder." not in everything
+
+
+async def _started(client: Client, workflow_id: str) -> bool:
+    try:
+        await client.get_workflow_handle(workflow_id).describe()
+    except RPCError:
+        return False
+    return True
 
 
 def _one_or_none(spans: list[ReceivedSpan], name: str) -> bool:
