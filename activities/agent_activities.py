@@ -23,6 +23,7 @@ from activities.enforcement import enforced_refusal
 from activities.heartbeat import heartbeating
 from activities.llm import OpenAIChatClient
 from activities.markers import IdempotencyMarkers
+from activities.notify import Notifier
 from activities.policy_file import PolicyActivities
 from activities.scripted import scripted_reply, scripted_summary
 from activities.settings import Settings
@@ -70,6 +71,7 @@ class AgentActivities:
         self._policy = PolicyActivities(policy or WorkerPolicy())
         self._owns_http = http is None
         self._http = http or httpx.AsyncClient()
+        self._notifier = Notifier(self._http, settings)
         self._markers = IdempotencyMarkers.for_worker(
             settings.resolved_state_dir / "tool-calls", settings.state_retention_days
         )
@@ -99,6 +101,7 @@ class AgentActivities:
             self.call_llm,
             self.summarize_conversation,
             self.execute_tool,
+            self._notifier.notify,
         ]
 
     async def aclose(self) -> None:
@@ -130,6 +133,7 @@ class AgentActivities:
             max_tokens=self._settings.llm_max_tokens,
             conversation_bytes=self._settings.conversation_bytes,
             payload_store=self._settings.payload_store,
+            notify=self._notifier.enabled,
         )
 
     # -------------------------------------------------------------- call_llm

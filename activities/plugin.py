@@ -44,6 +44,7 @@ from runtime.decryption_log import log_decryption_failures_once
 from runtime.tracing import WORKER_SERVICE, install_tracing
 from workflows.agent import AgentWorkflow
 from workflows.converter import AgentPayloadConverter
+from workflows.notifications import AgentNotification
 from workflows.rule_check import worker_policy_problem
 from workflows.rules import WorkerPolicy
 
@@ -132,7 +133,7 @@ class AgentPlugin(SimplePlugin):
         super().__init__(
             PLUGIN_NAME,
             data_converter=data_converter(),
-            workflows=[AgentWorkflow],
+            workflows=[AgentWorkflow, AgentNotification],
         )
         install_tracing(WORKER_SERVICE)  # OTEL_EXPORTER_OTLP_ENDPOINT: traces (once a process)
         self._given_activities = activities

@@ -1,14 +1,13 @@
-"""How the command line shows events, messages and pending calls: a transcript for people, or one
-JSON object per line with `--json`."""
+"""How events, messages, pending calls and rules read as lines for people (the command line's
+transcript, the web's event list), or one JSON object per line with `--json`. What is made
+visible, and how, is `starter.visible`'s: the terminal and the web show the same text."""
 
 from __future__ import annotations
 
 import json
-import unicodedata
 from datetime import UTC, datetime
-from typing import Any
 
-from workflows.arguments import parse_arguments
+from starter.visible import MULTILINE, arguments_display, one_line, text_block, visible
 from workflows.model import (
     AgentEvent,
     ApprovalEvent,
@@ -26,63 +25,19 @@ from workflows.rules import PolicyEntry
 
 TOOL_RESULT_PREVIEW = 300
 
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_HIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp"}
-"""Controls (C0, DEL, C1, ESC), formatting characters (zero-width, bidirectional embeddings,
-overrides and isolates, the byte order mark), lone surrogates and line/paragraph separators:
-none of them shows as itself, and each can make a terminal or a page show something other
-than what the text says."""
-MULTILINE = "\n\t"
-"""What `visible(text, keep=MULTILINE)` leaves as it is: model text keeps its lines and tabs."""
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    if char in _ESCAPES:
-        return _ESCAPES[char]
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
-def _hidden(char: str) -> bool:
-    return unicodedata.category(char) in _HIDDEN_CATEGORIES
-
-
-def visible(text: str, keep: str = "") -> str:
-    """`text` with every character that does not show as itself written as an escape (`\\r`,
-    `\\x1b`, `\\u202e`, …), except those in `keep`; the rest is left as it is. Everything a
-    person reads that came from a model, a tool or another person goes through here."""
-    if not any(_hidden(c) and c not in keep for c in text):
-        return text
-    return "".join(_escape(c) if _hidden(c) and c not in keep else c for c in text)
-
-
-def arguments_display(arguments: Any) -> str:
-    """Tool arguments as the value the tool will be given: the parsed JSON, on one line, with
-    hidden characters made visible. Arguments that are not valid JSON are shown as the string
-    they are, quoted and escaped, after `(invalid JSON)`."""
-    parsed = parse_arguments(arguments)
-    if not parsed.ok:
-        return "(invalid JSON) " + visible(json.dumps(str(arguments), ensure_ascii=False))
-    return visible(json.dumps(parsed.value, ensure_ascii=False, default=str))
-
-
-def one_line(text: str, limit: int | None = None) -> str:
-    """`text` on one line (line breaks and every other hidden character escaped), cut after
-    `limit` characters."""
-    flat = visible(text)
-    if limit is not None and len(flat) > limit:
-        return flat[:limit] + f"… ({len(flat) - limit} more)"
-    return flat
-
-
-def text_block(text: str) -> str:
-    """Model or user text for people: its lines and tabs kept (CRLF read as a line break),
-    every other hidden character escaped."""
-    return visible(text.replace("\r\n", "\n"), keep=MULTILINE)
+__all__ = [
+    "MULTILINE",
+    "age",
+    "arguments_display",
+    "call_text",
+    "event_json",
+    "event_line",
+    "message_lines",
+    "one_line",
+    "rule_line",
+    "text_block",
+    "visible",
+]
 
 
 def call_text(call: ToolCall) -> str:
@@ -97,6 +52,8 @@ def event_line(event: AgentEvent) -> str:
         return f"assistant: {text_block(event.delta)}"
     if isinstance(event, ToolCallEvent):
         note = " (needs approval)" if event.requires_approval else ""
+        if event.from_text:
+            note = " (read from the model's text)" + note
         call = (
             f"{visible(event.call_id)} {visible(event.name)} {arguments_display(event.arguments)}"
         )
@@ -111,6 +68,8 @@ def event_line(event: AgentEvent) -> str:
             by = f" by policy rule {event.rule}"
         elif event.source == "timeout":
             by = " by the approval timeout"
+        elif event.source != "person":  # e.g. answers given with the run's input
+            by = f" by {visible(str(event.source))}"
         why = f": {visible(event.reason)}" if event.reason else ""
         edited = ""
         if event.arguments is not None:

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
     from workflows import bounds, metrics, names
     from workflows.approvals import Approvals
+    from workflows.audit import audit_memo, audit_view
     from workflows.batch import Batch, InFlight
     from workflows.bounds import Limits
     from workflows.compaction import Compactor
@@ -43,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         AgentState,
         AgentStatus,
         ApprovalWait,
+        AuditView,
         AwaitingApprovalEvent,
         BaseEvent,
         CancelRequest,
@@ -66,6 +68,7 @@ with workflow.unsafe.imports_passed_through():
         length_warning,
         round_limit_warning,
     )
+    from workflows.notifications import Notifier
     from workflows.reconstruction import plan_resume
     from workflows.rules import PolicyView
     from workflows.state import handover, initial_state
@@ -106,6 +109,7 @@ class AgentWorkflow:
         self._compactor = Compactor(
             self._state, self._conversation, self._emit, self._approvals.offered_specs
         )
+        self._notifier = Notifier(self._state, self._warn)
         self._visibility = Visibility()
         # Bookkeeping of this generation only (never carried):
         self._phase: Phase = "running"
@@ -132,6 +136,7 @@ class AgentWorkflow:
                     self._refused, type="InvalidAgentRunInput", non_retryable=True
                 )
             result = await self._prepare() or await self._loop()
+            await self._notifier.finished(result.finish_reason, result.error)
             await self._live.close()
             return result
         except BaseException as err:
@@ -324,7 +329,8 @@ class AgentWorkflow:
     # ------------------------------------------------------------ waiting
 
     async def _wait_for_answers(self, pending: list[ToolCall]) -> bool:
-        """Wait durably until every pending call is answered, or cancel, or the timeout.
+        """Wait durably until every pending call is answered, or cancel, or the timeout (people
+        are told when the wait begins, and reminded at half its timeout).
 
         Returns True when the approval timeout fired.
         """
@@ -337,22 +343,30 @@ class AgentWorkflow:
             state.approval_wait = ApprovalWait(
                 since=now, deadline=None if seconds is None else now + timedelta(seconds=seconds)
             )
+            self._notifier.waiting(waiting)
         self._set_phase("awaiting_approval", describe_waiting(state.round, waiting))
-        deadline = state.approval_wait.deadline
-        timeout: float | None = None
-        if deadline is not None:
-            timeout = max(0.0, (deadline - workflow.now()).total_seconds())
-        try:
-            await workflow.wait_condition(
-                lambda: (
-                    state.cancel is not None
-                    or not self._approvals.unanswered(pending)
-                    or self._should_continue_as_new()
-                ),
-                timeout=timeout,
-                timeout_summary="approval timeout",
-            )
-        except TimeoutError:
+        while True:
+            deadline = state.approval_wait.deadline
+            reminder = self._notifier.reminder_due()
+            until = reminder or deadline
+            timeout: float | None = None
+            if until is not None:
+                timeout = max(0.0, (until - workflow.now()).total_seconds())
+            try:
+                await workflow.wait_condition(
+                    lambda: (
+                        state.cancel is not None
+                        or not self._approvals.unanswered(pending)
+                        or self._should_continue_as_new()
+                    ),
+                    timeout=timeout,
+                    timeout_summary="approval reminder" if reminder else "approval timeout",
+                )
+                return False
+            except TimeoutError:
+                if reminder is not None:
+                    self._notifier.waiting(self._approvals.unanswered(pending), reminder=True)
+                    continue
             if state.options.on_approval_timeout == "reject":
                 for call in self._approvals.unanswered(pending):
                     self._approvals.answer(
@@ -362,7 +376,6 @@ class AgentWorkflow:
                         source="timeout",
                     )
             return True
-        return False
 
     async def _wait_for_message(self, wait: SessionWait) -> bool:
         """A session between turns, durably, across continue-as-new (the idle deadline is
@@ -520,6 +533,11 @@ class AgentWorkflow:
         """The record: every message of the run, compaction markers in place."""
         return self._state.messages
 
+    @workflow.query(name=names.QUERY_AUDIT)
+    def audit(self) -> AuditView:
+        """Every decision of the run, in order, across continue-as-new."""
+        return audit_view(self._state)
+
     @workflow.query(name=names.QUERY_MODEL_VIEW)
     def model_view(self) -> list[ChatMessage]:
         """What the model is sent now (the record, compacted to fit its window)."""
@@ -594,6 +612,8 @@ class AgentWorkflow:
         self._finish_reason = reason
         self._error = error
         self._set_phase("finished", f"finished: {reason}" + (f" ({error})" if error else ""))
+        if self._behaviour.trust_and_time:
+            workflow.upsert_memo(audit_memo(self._state, reason))
         return self._result()
 
     def _result(self) -> AgentRunResult:

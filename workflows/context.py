@@ -64,6 +64,12 @@ def head_end(messages: Sequence[ChatMessage]) -> int:
     return len(messages)
 
 
+def is_marker(message: ChatMessage) -> bool:
+    """A compaction marker of the record (inside the summarised part, where `markers` no longer
+    lists it, it is known by its name)."""
+    return message.role == "system" and message.name == MARKER_NAME
+
+
 def compacted(ctx: ContextState) -> bool:
     return bool(ctx.summary or ctx.dropped_until or ctx.cut or ctx.markers)
 
@@ -77,11 +83,7 @@ def model_view(messages: Sequence[ChatMessage], ctx: ContextState) -> list[ChatM
     view = list(messages[:head])
     start = max(head, ctx.summary_until)
     if ctx.summary is not None:
-        view += [
-            m
-            for i, m in enumerate(messages[head:start], start=head)
-            if m.role == "system" and i not in markers
-        ]
+        view += [m for m in messages[head:start] if m.role == "system" and not is_marker(m)]
         view.append(ChatMessage.system(SUMMARY_PREFIX + ctx.summary))
     for index in range(start, len(messages)):
         if index in markers:
@@ -100,18 +102,20 @@ def view_bytes(messages: Sequence[ChatMessage], ctx: ContextState) -> int:
 
 
 def estimate(messages: Sequence[ChatMessage], ctx: ContextState, tools_bytes: int) -> int:
-    """The request's size in tokens: the provider's count for the last request plus what was
-    added since, or (after the view changed) the view's bytes; plus the tool schemas (counted by
-    the provider already, when it counted) and the reply reserve."""
-    if ctx.prompt_tokens is not None:
-        markers = set(ctx.markers)
-        added = sum(
-            json_bytes(m)
-            for i, m in enumerate(messages[ctx.prompt_messages :], start=ctx.prompt_messages)
-            if i not in markers
-        )
-        return ctx.prompt_tokens + tokens(added) + ctx.reserve
-    return tokens(view_bytes(messages, ctx) + tools_bytes) + ctx.reserve
+    """The request's size in tokens, plus the reply reserve: the provider's count of the last
+    request plus what was added since, and never less than the view's and the tool schemas'
+    bytes at BYTES_PER_TOKEN (a provider that counts less, or counts only what its cache did not
+    hold, must not let a request outgrow the window)."""
+    by_bytes = tokens(view_bytes(messages, ctx) + tools_bytes)
+    if ctx.prompt_tokens is None:
+        return by_bytes + ctx.reserve
+    markers = set(ctx.markers)
+    added = sum(
+        json_bytes(m)
+        for i, m in enumerate(messages[ctx.prompt_messages :], start=ctx.prompt_messages)
+        if i not in markers
+    )
+    return max(ctx.prompt_tokens + tokens(added), by_bytes) + ctx.reserve
 
 
 def over(messages: Sequence[ChatMessage], ctx: ContextState, tools: int, share: float) -> bool:
@@ -187,26 +191,21 @@ def cut_to_fit(
     messages: Sequence[ChatMessage], ctx: ContextState, tools_bytes: int, target: float
 ) -> tuple[ContextState, int]:
     """Step 3: tool results still in full in the view, largest first, cut until the request
-    fits `target` tokens (each keeps at least MIN_CUT_CHARS)."""
+    fits `target` tokens (each keeps at least MIN_CUT_CHARS). Returns how many were cut."""
     start = max(head_end(messages), ctx.summary_until, ctx.dropped_until)
-    candidates = sorted(
-        (i for i in range(start, len(messages)) if messages[i].role == "tool"),
-        key=lambda i: -len(messages[i].content),
-    )
+    results = [i for i in range(start, len(messages)) if messages[i].role == "tool"]
     cut = dict(ctx.cut)
     current = ctx.model_copy(update={"prompt_tokens": None})
-    count = 0
-    for index in candidates:
+    for _ in range(4 * len(results)):  # each pass shortens one result; a few passes suffice
         excess = estimate(messages, current, tools_bytes) - target
-        if excess <= 0:
+        shown = {i: cut.get(i, len(messages[i].content)) for i in results}
+        longest = max(results, key=lambda i: shown[i], default=None)
+        if excess <= 0 or longest is None or shown[longest] <= MIN_CUT_CHARS:
             break
-        content = messages[index].content
-        keep = max(MIN_CUT_CHARS, min(cut.get(index, len(content)), len(content)) - excess * 3)
-        if keep >= len(content):
-            continue
-        cut[index] = int(keep)
+        # Characters of text are at least bytes/4 of JSON: cut generously, the marker too.
+        cut[longest] = max(MIN_CUT_CHARS, shown[longest] - int(excess * BYTES_PER_TOKEN) - 100)
         current = current.model_copy(update={"cut": dict(cut)})
-        count += 1
+    count = sum(1 for i in cut if cut[i] != ctx.cut.get(i))
     return current, count
 
 
@@ -248,7 +247,12 @@ def lowered(
     budget = window if window else (estimated * 3) // 4
     if ctx.window is not None:
         budget = min(budget, ctx.window)
-    update: dict[str, object] = {"window": max(budget, 256), "too_long": ctx.too_long + 1}
+    window_now = max(budget, 256)
+    update: dict[str, object] = {
+        "window": window_now,
+        "reserve": min(ctx.reserve, window_now // 2),
+        "too_long": ctx.too_long + 1,
+    }
     if prompt_tokens:  # its count of what it was sent (the reserve comes on top)
         update.update(prompt_tokens=prompt_tokens, prompt_messages=record_length)
     return ctx.model_copy(update=update)

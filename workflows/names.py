@@ -4,6 +4,7 @@ one."""
 from temporalio.common import SearchAttributeKey
 
 WORKFLOW_TYPE = "AgentWorkflow"
+NOTIFICATION_WORKFLOW_TYPE = "AgentNotification"
 DEFAULT_TASK_QUEUE = "agent"
 
 # Signals
@@ -21,6 +22,7 @@ QUERY_EVENTS = "events"
 QUERY_MESSAGES = "messages"
 QUERY_POLICY = "policy"
 QUERY_MODEL_VIEW = "model_view"
+QUERY_AUDIT = "audit"
 
 # Activities
 ACTIVITY_CALL_LLM = "call_llm"

@@ -26,8 +26,10 @@ from temporalio.client import (
     ListWorkflowsInput,
     OutboundInterceptor,
     QueryWorkflowInput,
+    StartWorkflowInput,
     StartWorkflowUpdateInput,
     WorkflowExecutionAsyncIterator,
+    WorkflowHandle,
     WorkflowUpdateHandle,
 )
 
@@ -62,6 +64,10 @@ class _Counting(OutboundInterceptor):
     def list_workflows(self, input: ListWorkflowsInput) -> WorkflowExecutionAsyncIterator:
         self._counter.calls["list"] += 1
         return super().list_workflows(input)
+
+    async def start_workflow(self, input: StartWorkflowInput) -> WorkflowHandle[Any, Any]:
+        self._counter.calls["start"] += 1
+        return await super().start_workflow(input)
 
     async def query_workflow(self, input: QueryWorkflowInput) -> Any:
         self._counter.calls[f"query:{input.query}"] += 1

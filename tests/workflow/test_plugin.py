@@ -17,6 +17,7 @@ from tests.helpers import worker_for
 from workflows import names
 from workflows.agent import AgentWorkflow
 from workflows.converter import AgentPayloadConverter
+from workflows.notifications import AgentNotification
 
 
 async def test_a_worker_gets_the_workflow_the_activities_and_the_heartbeat_tuning(
@@ -24,7 +25,7 @@ async def test_a_worker_gets_the_workflow_the_activities_and_the_heartbeat_tunin
 ):
     plugin = AgentPlugin(settings=Settings.from_env({"AGENT_WORKSPACE": str(tmp_path / "ws")}))
     config = Worker(client, task_queue=task_queue, plugins=[plugin]).config(active_config=True)
-    assert list(config["workflows"]) == [AgentWorkflow]
+    assert list(config["workflows"]) == [AgentWorkflow, AgentNotification]
     registered = [getattr(a, "__temporal_activity_definition").name for a in config["activities"]]
     assert registered == [
         names.ACTIVITY_LIST_TOOLS,
@@ -33,6 +34,7 @@ async def test_a_worker_gets_the_workflow_the_activities_and_the_heartbeat_tunin
         names.ACTIVITY_CALL_LLM,
         names.ACTIVITY_SUMMARIZE,
         names.ACTIVITY_EXECUTE_TOOL,
+        names.ACTIVITY_NOTIFY,
     ]
     for key, value in heartbeat_tuning().items():
         assert config[key] == value  # type: ignore[literal-required]

@@ -1,0 +1,130 @@
+"""People are told when a call waits for them: the one owner of a run's notifications.
+
+When the worker notifies (`WorkerSetup.notify`, its AGENT_NOTIFY_URL), a call that starts waiting
+for a person is one `notify` activity (`approval_waiting`), and again at half the approval
+timeout (`approval_reminder`); the loop never waits for them, and a delivery that finally fails
+is a `warning`. The end of a run that waited for a person (`run_finished`) goes out through
+`AgentNotification`, a child workflow the run leaves behind, so the run closes at once while the
+delivery is retried for up to an hour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+from temporalio.workflow import ParentClosePolicy
+
+from workflows import activity_calls as calls
+from workflows import names
+from workflows.model import AgentState, FinishReason, NotifyRequest, ToolCall
+
+NOTIFY_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(minutes=5),
+)
+DELIVERY_TIME = timedelta(hours=1)
+"""How long a notification is tried for, in all."""
+ATTEMPT_TIME = timedelta(seconds=30)
+
+
+def start_notify(request: NotifyRequest) -> workflow.ActivityHandle[None]:
+    return workflow.start_activity(
+        names.ACTIVITY_NOTIFY,
+        request,
+        start_to_close_timeout=ATTEMPT_TIME,
+        schedule_to_close_timeout=DELIVERY_TIME,
+        retry_policy=NOTIFY_RETRY,
+        summary=f"notify: {request.event} {request.call_id or ''}".rstrip(),
+    )
+
+
+class Notifier:
+    def __init__(self, state: AgentState, warn: Callable[[str], None]) -> None:
+        self._state = state
+        self._warn = warn
+        self._deliveries: set[asyncio.Task[None]] = set()
+
+    @property
+    def enabled(self) -> bool:
+        setup = self._state.setup
+        return setup is not None and setup.notify
+
+    def reminder_due(self) -> datetime | None:
+        """When the reminder of the current wait is due (half its timeout), if one is."""
+        wait = self._state.approval_wait
+        if not self.enabled or wait is None or wait.deadline is None or wait.reminded:
+            return None
+        return wait.since + (wait.deadline - wait.since) / 2
+
+    def waiting(self, calls_waiting: Sequence[ToolCall], *, reminder: bool = False) -> None:
+        """Tell people about each call waiting for them (the loop goes on at once)."""
+        wait = self._state.approval_wait
+        if not self.enabled or wait is None:
+            return
+        self._state.waited_for_person = True
+        if reminder:
+            wait.reminded = True
+        info = workflow.info()
+        for call in calls_waiting:
+            self._deliver(
+                NotifyRequest(
+                    event="approval_reminder" if reminder else "approval_waiting",
+                    workflow_id=info.workflow_id,
+                    run_id=info.first_execution_run_id,
+                    call_id=call.id,
+                    tool=call.name,
+                    arguments=call.arguments,
+                    waiting_since=wait.since,
+                )
+            )
+
+    def _deliver(self, request: NotifyRequest) -> None:
+        task = asyncio.create_task(self._watch(start_notify(request), request))
+        self._deliveries.add(task)
+        task.add_done_callback(self._deliveries.discard)
+
+    async def _watch(self, handle: workflow.ActivityHandle[None], request: NotifyRequest) -> None:
+        try:
+            await handle
+        except ActivityError as err:
+            if calls.is_cancellation(err):
+                return
+            what = f"{request.event} for call '{request.call_id}'"
+            self._warn(f"notification {what} was not delivered: {calls.failure_detail(err)}")
+
+    async def finished(self, reason: FinishReason, error: str | None) -> None:
+        """A run that waited for a person tells them how it ended (through a child workflow
+        that outlives the run)."""
+        if not self.enabled or not self._state.waited_for_person:
+            return
+        info = workflow.info()
+        request = NotifyRequest(
+            event="run_finished",
+            workflow_id=info.workflow_id,
+            run_id=info.first_execution_run_id,
+            finish_reason=reason,
+            error=error,
+        )
+        await workflow.start_child_workflow(
+            names.NOTIFICATION_WORKFLOW_TYPE,
+            request,
+            id=f"{info.workflow_id}/notify/{info.first_execution_run_id}",
+            task_queue=info.task_queue,
+            parent_close_policy=ParentClosePolicy.ABANDON,
+            static_summary=f"tell people how {info.workflow_id} ended: {reason}",
+        )
+
+
+@workflow.defn(name=names.NOTIFICATION_WORKFLOW_TYPE)
+class AgentNotification:
+    """One notification that must outlive the run it is about (`run_finished`)."""
+
+    @workflow.run
+    async def run(self, request: NotifyRequest) -> None:
+        await start_notify(request)
