@@ -28,6 +28,7 @@ from activities.policy_file import PolicyActivities
 from activities.scripted import scripted_reply, scripted_summary
 from activities.settings import Settings
 from activities.streaming import DeltaPublisher
+from activities.telemetry import ModelCall, model_call, tool_call
 from activities.tools import ToolError, ToolRegistry
 from workflows import names
 from workflows.arguments import parse_arguments
@@ -139,11 +140,21 @@ class AgentActivities:
 
     @activity.defn(name=names.ACTIVITY_CALL_LLM)
     async def call_llm(self, request: LlmRequest) -> LlmResponse:
+        """One model call, timed and counted, in its `chat {model}` span (`telemetry`)."""
+        scripted = self._llm is None
+        model = "scripted" if scripted else request.model or self._settings.llm_model
+        provider = "scripted" if scripted else "openai"
+        content = self._settings.trace_content
+        with model_call(model=model, provider=provider, round=request.round, content=content) as m:
+            return m.reply(await self._complete(request, m))
+
+    async def _complete(self, request: LlmRequest, observed: ModelCall) -> LlmResponse:
         async with heartbeating(), self._live_text(request) as live:
             messages = with_system_prompt(
                 await self._conversation(request), self._settings.system_prompt
             )
             specs = [s for s in self._registry.specs() if s.name in request.tools]
+            observed.sending(messages, len(specs))
             if self._llm is None:
                 # Instant: its text reaches live followers with the round's `text_delta` event.
                 reply = scripted_reply(messages, [s.name for s in specs])
@@ -237,7 +248,15 @@ class AgentActivities:
 
     @activity.defn(name=names.ACTIVITY_EXECUTE_TOOL)
     async def execute_tool(self, request: ToolRequest) -> str:
-        content = await self.run_tool(request)
+        known = self._registry.get(request.name) is not None
+        with tool_call(
+            name=request.name,
+            known=known,
+            call_id=request.call_id,
+            arguments=request.arguments,
+            content=self._settings.trace_content,
+        ) as observed:
+            content = observed.result(await self.run_tool(request))
         return bound_text(content, TOOL_CONTENT_LIMIT)
 
     async def run_tool(self, request: ToolRequest) -> str:

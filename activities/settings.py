@@ -356,6 +356,9 @@ class Settings:
     sealed in history does not go out in the clear unless asked for)."""
     inbox_url: str | None = None
     """`AGENT_INBOX_URL`: the web inbox's address; a notification links to `INBOX/runs/{id}`."""
+    trace_content: bool = False
+    """`AGENT_TRACE_CONTENT=true`: the model-call and tool-call spans carry the messages, the
+    arguments and the results (default: names, sizes and outcomes only)."""
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -416,6 +419,7 @@ class Settings:
             notify_format=_notify_format(env),
             notify_arguments=_boolean(env, "AGENT_NOTIFY_ARGUMENTS", not encryption_on(env)),
             inbox_url=_inbox_url(env),
+            trace_content=_boolean(env, "AGENT_TRACE_CONTENT", False),
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:

@@ -28,6 +28,7 @@ def figure_modules() -> dict[str, Measure]:
         encryption,
         history,
         mcp,
+        observability,
         overhead,
         policy,
         replay,
@@ -48,6 +49,7 @@ def figure_modules() -> dict[str, Measure]:
         "policy": policy.measure,
         "mcp": mcp.measure,
         "store": store.measure,
+        "observability": observability.measure,
     }
 
 

@@ -62,6 +62,9 @@ def bare_activities(stamps: Stamps) -> list[Callable[..., Any]]:
     return [step_a, step_b]
 
 
+FAKE_WINDOW_TOKENS = 100_000_000
+
+
 @dataclass
 class FakeAgent:
     """A scripted model: every round it replies `content_size` characters and one call of `tool`;
@@ -87,7 +90,9 @@ class FakeAgent:
 
         @activity.defn(name=names.ACTIVITY_WORKER_SETUP)
         async def worker_setup() -> WorkerSetup:
-            return WorkerSetup(tools=specs)
+            # A window too big to matter: the figures measure the loop and its history, not
+            # compaction (which would call summarize_conversation, a model call these fakes lack).
+            return WorkerSetup(tools=specs, context_tokens=FAKE_WINDOW_TOKENS)
 
         @activity.defn(name=names.ACTIVITY_CALL_LLM)
         async def call_llm(request: LlmRequest) -> LlmResponse:

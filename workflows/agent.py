@@ -21,7 +21,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
-    from workflows import bounds, names
+    from workflows import bounds, metrics, names
     from workflows.approvals import Approvals
     from workflows.audit import audit_memo, audit_view
     from workflows.batch import Batch, InFlight
@@ -237,6 +237,7 @@ class AgentWorkflow:
             self._finish("error", problem)
             return None
         self._set_phase("running", f"round {state.round}: waiting for the model")
+        metrics.round_started()
         if problem := await self._compactor.fit():
             self._finish("error", problem)
             return None
@@ -573,6 +574,7 @@ class AgentWorkflow:
 
     def _set_phase(self, phase: Phase, details: str) -> None:
         self._phase = phase
+        metrics.phase_changed(phase)
         pending = len(self._approvals.waiting()) if phase == "awaiting_approval" else 0
         self._visibility.show(phase, details, pending)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from temporalio import workflow
 
 from workflows import activity_calls as calls
-from workflows import context
+from workflows import context, metrics
 from workflows.conversation import Conversation
 from workflows.model import (
     AgentState,
@@ -107,6 +107,7 @@ class Compactor:
         state.context = ctx
         after = context.estimate(messages, ctx, tools)
         if dropped or summarised or cut:
+            metrics.compacted()
             self._emit(
                 CompactionEvent(
                     before_tokens=before,
