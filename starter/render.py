@@ -16,6 +16,7 @@ from workflows.model import (
     AuditEntry,
     AwaitingApprovalEvent,
     ChatMessage,
+    CompactionEvent,
     ErrorEvent,
     FinishedEvent,
     TextDeltaEvent,
@@ -91,6 +92,19 @@ def event_line(event: AgentEvent) -> str:
         return f"{r} error: {visible(event.message)}"
     if isinstance(event, FinishedEvent):
         return f"finished: {event.finish_reason}"
+    if isinstance(event, CompactionEvent):
+        done = [
+            f"{event.dropped_results} old result(s) dropped" if event.dropped_results else "",
+            f"{event.summarised_messages} message(s) summarised"
+            if event.summarised_messages
+            else "",
+            f"{event.cut_results} result(s) cut" if event.cut_results else "",
+        ]
+        how = ", ".join(d for d in done if d)
+        return (
+            f"{r} compaction: the model's view {event.before_tokens:,} → {event.after_tokens:,}"
+            f" tokens ({how})"
+        )
     return f"{r} {event.type}"  # pragma: no cover - every type is handled above
 
 

@@ -132,3 +132,23 @@ def test_transcript_lines_escape_everything_a_person_reads() -> None:
     ) + message_lines(ChatMessage.tool(call, "out\r\x1b[2Kput"))
     for line in history:
         assert shown_raw(line) == [], line
+
+
+def test_a_compaction_event_says_what_the_model_sees_now():
+    from starter.render import event_line
+    from workflows.model import CompactionEvent
+
+    line = event_line(
+        CompactionEvent(
+            round=2,
+            before_tokens=2310,
+            after_tokens=1210,
+            dropped_results=3,
+            summarised_messages=6,
+            cut_results=0,
+        )
+    )
+    assert line == (
+        "[r2] compaction: the model's view 2,310 → 1,210 tokens (3 old result(s) dropped,"
+        " 6 message(s) summarised)"
+    )
