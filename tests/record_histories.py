@@ -498,7 +498,8 @@ async def notifications(client: Client, queue: str) -> Handle:
     )
     options = AgentRunOptions(approval_timeout_seconds=4, on_approval_timeout="reject")
     async with worker_for(client, queue, fake):
-        handle = await start_run(client, queue, _prompt(options))
+        # The child's id is made of the run's: the replay test replays under `replay-<name>`.
+        handle = await start_run(client, queue, _prompt(options), "replay-notifications")
         await handle.result()
     return handle
 
