@@ -1,4 +1,6 @@
-"""The activities: `list_tools`, `call_llm`, `execute_tool`.
+"""The activities: `worker_setup` (what a run reads of the worker once), `call_llm`,
+`summarize_conversation`, `execute_tool` and `notify`; `list_tools` and `worker_policy` for runs of
+earlier releases.
 
 Everything they depend on is injected (the Temporal client, the settings, the tool registry,
 the httpx client), so the worker wires them once and tests build them with real parts.
