@@ -35,6 +35,7 @@ from activities.tools import ToolError, ToolRegistry
 from workflows import names
 from workflows.arguments import parse_arguments
 from workflows.bounds import TOOL_CONTENT_CHARS
+from workflows.context import SUMMARY_CHARS_PER_TOKEN
 from workflows.model import (
     ChatMessage,
     LlmRequest,
@@ -216,7 +217,7 @@ class AgentActivities:
                 earlier = f"(Summary of what came before: {request.previous_summary})"
                 part = [ChatMessage.user(earlier), *part]
             text = await self.summary_text(part, request.model, max_tokens=request.max_tokens)
-        return SummaryResponse(text=text[: request.max_tokens * 6])
+        return SummaryResponse(text=text[: request.max_tokens * SUMMARY_CHARS_PER_TOKEN])
 
     def _live_text(self, request: LlmRequest) -> DeltaPublisher:
         """The live view of this call's text: batches on the run's stream (`deltas` topic)."""
