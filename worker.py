@@ -18,9 +18,11 @@ At start the worker checks once whether bubblewrap works here and says so in its
 not offered unless AGENT_SANDBOX=off says to run them unsandboxed; AGENT_SANDBOX=required refuses
 to start), and `limits=cgroup2`, `cgroup1` or `rlimit` (how the process and memory limits of a
 command are enforced). AGENT_COMMAND_NETWORK=true without a working uplink (slirp4netns) stops
-it. A tool that cannot be loaded, two tools with one name, an MCP server that does not start, or
-a rule of AGENT_POLICY_FILE that matches none of the tools (checked once the MCP servers' tools
-are known): one line saying which, and no start.
+it. AGENT_METRICS_ADDRESS=HOST:PORT serves Prometheus metrics (the SDK's and the agent's) at
+`http://HOST:PORT/metrics`, and the ready line ends with that URL; OTEL_EXPORTER_OTLP_ENDPOINT
+exports traces over OTLP/HTTP (docs/operations.md). A tool that cannot be loaded, two tools with
+one name, an MCP server that does not start, or a rule of AGENT_POLICY_FILE that matches none of
+the tools (checked once the MCP servers' tools are known): one line saying which, and no start.
 
 `--processes N` (or AGENT_WORKER_PROCESSES=N) runs N copies of this worker, each a process of its
 own with its own client, on the same task queue: one Python worker uses one core for its workflow
@@ -39,6 +41,7 @@ import signal
 import sys
 from pathlib import Path
 
+from temporalio.runtime import Runtime
 from temporalio.service import RPCError
 
 from activities.plugin import (
@@ -53,9 +56,11 @@ from activities.tools.limits import enforcement, enforcement_gap
 from activities.tools.mcp import McpStartError
 from activities.tools.sandbox import NetworkUnavailable, SandboxUnavailable
 from runtime.connect import connect, connect_config, data_converter
+from runtime.metrics_runtime import metrics_address, metrics_runtime
 from runtime.process import exit_now
 from runtime.search_attributes import ensure_search_attributes
 from runtime.setting_error import SettingError
+from runtime.tracing import WORKER_SERVICE, install_tracing
 from runtime.worker_processes import FLAG, process_count, run_copies
 
 __all__ = ["AgentPlugin", "Settings", "heartbeat_tuning", "run_worker"]
@@ -91,7 +96,10 @@ async def _main() -> int:
     address = str(connect_config().get("target_host"))
     try:
         data_converter()
-    except SettingError as err:  # a key or a payload store that cannot be used: say which variable
+        metrics = metrics_address()  # AGENT_METRICS_ADDRESS
+        install_tracing(WORKER_SERVICE)  # OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_*
+        runtime = metrics_runtime(metrics) if metrics is not None else None
+    except SettingError as err:  # a key, a store, an address or a trace setting: say which
         _say(str(err))
         return 2
     try:
@@ -112,14 +120,18 @@ async def _main() -> int:
             f"run_command={'on' if commands.runs_commands else 'off'}"
             f" limits={enforcement()} sandbox={commands.sandbox}"
         )
-        return await _serve(plugin, settings, address, isolation)
+        if metrics is not None:
+            isolation += f" metrics=http://{metrics}/metrics"
+        return await _serve(plugin, settings, address, isolation, runtime)
     finally:
         await plugin.aclose()
 
 
-async def _serve(plugin: AgentPlugin, settings: Settings, address: str, isolation: str) -> int:
+async def _serve(
+    plugin: AgentPlugin, settings: Settings, address: str, isolation: str, runtime: Runtime | None
+) -> int:
     try:
-        client = await connect()
+        client = await connect(runtime=runtime)
     except Exception as err:  # connection problems are the user's to fix: say so in one line
         _say(f"cannot reach Temporal at {address}: {err}")
         return 1

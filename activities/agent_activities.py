@@ -1,4 +1,6 @@
-"""The activities: `list_tools`, `call_llm`, `execute_tool`.
+"""The activities: `worker_setup` (what a run reads of the worker once), `call_llm`,
+`summarize_conversation`, `execute_tool` and `notify`; `list_tools` and `worker_policy` for runs of
+earlier releases.
 
 Everything they depend on is injected (the Temporal client, the settings, the tool registry,
 the httpx client), so the worker wires them once and tests build them with real parts.
@@ -23,14 +25,17 @@ from activities.enforcement import enforced_refusal
 from activities.heartbeat import heartbeating
 from activities.llm import OpenAIChatClient
 from activities.markers import IdempotencyMarkers
+from activities.notify import Notifier
 from activities.policy_file import PolicyActivities
 from activities.scripted import scripted_reply, scripted_summary
 from activities.settings import Settings
 from activities.streaming import DeltaPublisher
+from activities.telemetry import ModelCall, model_call, tool_call
 from activities.tools import ToolError, ToolRegistry
 from workflows import names
 from workflows.arguments import parse_arguments
 from workflows.bounds import TOOL_CONTENT_CHARS
+from workflows.context import SUMMARY_CHARS_PER_TOKEN
 from workflows.model import (
     ChatMessage,
     LlmRequest,
@@ -69,6 +74,7 @@ class AgentActivities:
         self._policy = PolicyActivities(policy or WorkerPolicy())
         self._owns_http = http is None
         self._http = http or httpx.AsyncClient()
+        self._notifier = Notifier(self._http, settings)
         self._markers = IdempotencyMarkers.for_worker(
             settings.resolved_state_dir / "tool-calls", settings.state_retention_days
         )
@@ -98,6 +104,7 @@ class AgentActivities:
             self.call_llm,
             self.summarize_conversation,
             self.execute_tool,
+            self._notifier.notify,
         ]
 
     async def aclose(self) -> None:
@@ -129,17 +136,28 @@ class AgentActivities:
             max_tokens=self._settings.llm_max_tokens,
             conversation_bytes=self._settings.conversation_bytes,
             payload_store=self._settings.payload_store,
+            notify=self._notifier.enabled,
         )
 
     # -------------------------------------------------------------- call_llm
 
     @activity.defn(name=names.ACTIVITY_CALL_LLM)
     async def call_llm(self, request: LlmRequest) -> LlmResponse:
+        """One model call, timed and counted, in its `chat {model}` span (`telemetry`)."""
+        scripted = self._llm is None
+        model = "scripted" if scripted else request.model or self._settings.llm_model
+        provider = "scripted" if scripted else "openai"
+        content = self._settings.trace_content
+        with model_call(model=model, provider=provider, round=request.round, content=content) as m:
+            return m.reply(await self._complete(request, m))
+
+    async def _complete(self, request: LlmRequest, observed: ModelCall) -> LlmResponse:
         async with heartbeating(), self._live_text(request) as live:
             messages = with_system_prompt(
                 await self._conversation(request), self._settings.system_prompt
             )
             specs = [s for s in self._registry.specs() if s.name in request.tools]
+            observed.sending(messages, len(specs))
             if self._llm is None:
                 # Instant: its text reaches live followers with the round's `text_delta` event.
                 reply = scripted_reply(messages, [s.name for s in specs])
@@ -199,7 +217,7 @@ class AgentActivities:
                 earlier = f"(Summary of what came before: {request.previous_summary})"
                 part = [ChatMessage.user(earlier), *part]
             text = await self.summary_text(part, request.model, max_tokens=request.max_tokens)
-        return SummaryResponse(text=text[: request.max_tokens * 6])
+        return SummaryResponse(text=text[: request.max_tokens * SUMMARY_CHARS_PER_TOKEN])
 
     def _live_text(self, request: LlmRequest) -> DeltaPublisher:
         """The live view of this call's text: batches on the run's stream (`deltas` topic)."""
@@ -233,7 +251,15 @@ class AgentActivities:
 
     @activity.defn(name=names.ACTIVITY_EXECUTE_TOOL)
     async def execute_tool(self, request: ToolRequest) -> str:
-        content = await self.run_tool(request)
+        known = self._registry.get(request.name) is not None
+        with tool_call(
+            name=request.name,
+            known=known,
+            call_id=request.call_id,
+            arguments=request.arguments,
+            content=self._settings.trace_content,
+        ) as observed:
+            content = observed.result(await self.run_tool(request))
         return bound_text(content, TOOL_CONTENT_LIMIT)
 
     async def run_tool(self, request: ToolRequest) -> str:

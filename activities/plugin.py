@@ -8,8 +8,10 @@
 `execute_tool`) over the worker's tools (the built-ins, `AGENT_TOOLS`, the plugin's `tools`,
 the `AGENT_MCP_CONFIG` servers' tools) and the heartbeat tuning that lets an immediate cancel
 reach a running activity; and it gives any `Client` the project's data converter (pydantic, and
-the encryption codec when a key is set). `run_worker` is the worker of `worker.py`, the demo and
-the tests, built through the plugin.
+the encryption codec when a key is set). For operators (`activities.worker_telemetry`): the
+gauge of runs waiting for a person on the worker's metrics, and with OTEL_EXPORTER_OTLP_ENDPOINT
+the tracing interceptor on the client and worker. `run_worker` is the worker of `worker.py`, the
+demo and the tests, built through the plugin.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, TypedDict
 
-from temporalio.client import Client
+from temporalio.client import Client, ClientConfig
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig
 
@@ -31,9 +33,15 @@ from activities.tools.loading import ToolCatalog, load_tools
 from activities.tools.mcp import McpServers
 from activities.tools.mcp_sandbox import ServerSandbox
 from activities.tools.sandbox import CommandLimits, CommandPolicy, choose_policy
+from activities.worker_telemetry import (
+    bind_worker_gauge,
+    with_client_tracing,
+    with_worker_telemetry,
+)
 from runtime.codec import EncryptionCodec
 from runtime.connect import data_converter, task_queue
 from runtime.decryption_log import log_decryption_failures_once
+from runtime.tracing import WORKER_SERVICE, install_tracing
 from workflows.agent import AgentWorkflow
 from workflows.converter import AgentPayloadConverter
 from workflows.notifications import AgentNotification
@@ -127,6 +135,7 @@ class AgentPlugin(SimplePlugin):
             data_converter=data_converter(),
             workflows=[AgentWorkflow, AgentNotification],
         )
+        install_tracing(WORKER_SERVICE)  # OTEL_EXPORTER_OTLP_ENDPOINT: traces (once a process)
         self._given_activities = activities
         self._settings = settings
         self._catalog: ToolCatalog | None = None
@@ -212,6 +221,11 @@ class AgentPlugin(SimplePlugin):
         self._agent_activities.clear()
         self._started = False
 
+    def configure_client(self, config: ClientConfig) -> ClientConfig:
+        config = super().configure_client(config)
+        config["interceptors"] = with_client_tracing(config.get("interceptors") or [])
+        return config
+
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         config = super().configure_worker(config)
         client = config["client"]
@@ -220,6 +234,8 @@ class AgentPlugin(SimplePlugin):
                 "AgentPlugin: the worker's client does not use the agent's data converter;"
                 " connect it with plugins=[AgentPlugin(...)] (or runtime.connect.connect())"
             )
+        config["interceptors"] = with_worker_telemetry(client, config.get("interceptors") or [])
+        bind_worker_gauge(client, config["task_queue"])
         if self._given_activities is not None:
             extra = list(self._given_activities)
         else:

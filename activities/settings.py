@@ -9,10 +9,12 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from activities.redaction import redact_url
 from activities.text_calls import TEXT_CALL_MODES, TextCallMode
 from activities.tools.sandbox import SANDBOX_MODES, SandboxMode
+from runtime.codec import ENV_KEY, ENV_KEYS
 from runtime.payload_store import conversation_budget_bytes, parse_store
 
 DEFAULT_MODEL = "gpt-4o-mini"
@@ -24,6 +26,8 @@ MAX_SYSTEM_PROMPT_BYTES = 100_000
 _FALSE = {"0", "false", "no", "off"}
 _TRUE = {"1", "true", "yes", "on"}
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+NotifyFormat = Literal["json", "slack"]
+NOTIFY_FORMATS: tuple[NotifyFormat, ...] = ("json", "slack")
 _TOOL_SPEC = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -169,6 +173,79 @@ def api_key_problem(key: str) -> str | None:
     return None
 
 
+def shown_notify_url(url: str) -> str:
+    """`AGENT_NOTIFY_URL` as it may be shown: scheme, host and port only. Its path is as secret as
+    its user info and query (a Slack webhook's path is its token), so it is never printed."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname
+        port = parts.port
+    except ValueError:
+        return "<unreadable URL>"
+    if not parts.scheme or not host:
+        return "<not a URL>"
+    shown_host = f"[{host}]" if ":" in host else host
+    where = f"{shown_host}:{port}" if port is not None else shown_host
+    rest = "/…" if (parts.path not in ("", "/") or parts.query or parts.fragment) else ""
+    return f"{parts.scheme}://{where}{rest}"
+
+
+def _http_url(raw: str) -> bool:
+    try:
+        parts = urllib.parse.urlsplit(raw)
+        _ = parts.port  # a port that is not a number raises here
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an unclosed `[` of an IPv6 host, a port that is not a number
+        return False
+
+
+def _notify_url(environ: Mapping[str, str]) -> str | None:
+    raw = (environ.get("AGENT_NOTIFY_URL") or "").strip()
+    if not raw:
+        return None
+    if not _http_url(raw):
+        raise ValueError(
+            f"AGENT_NOTIFY_URL must be an http:// or https:// URL, got {shown_notify_url(raw)!r}"
+        )
+    return raw
+
+
+def _notify_format(environ: Mapping[str, str]) -> NotifyFormat:
+    raw = (environ.get("AGENT_NOTIFY_FORMAT") or "json").strip().lower()
+    for choice in NOTIFY_FORMATS:
+        if raw == choice:
+            return choice
+    raise ValueError(
+        f"AGENT_NOTIFY_FORMAT must be one of {', '.join(NOTIFY_FORMATS)}, got {raw[:40]!r}"
+    )
+
+
+def _inbox_url(environ: Mapping[str, str]) -> str | None:
+    """`AGENT_INBOX_URL`: where people open the web inbox; notifications link to its run pages.
+    It goes out with every notification, so it may carry no credentials."""
+    raw = (environ.get("AGENT_INBOX_URL") or "").strip()
+    if not raw:
+        return None
+    if not _http_url(raw):
+        raise ValueError(
+            f"AGENT_INBOX_URL must be an http:// or https:// URL, got {redact_url(raw)[:200]!r}"
+        )
+    parts = urllib.parse.urlsplit(raw)
+    if "@" in parts.netloc or parts.query or parts.fragment:
+        raise ValueError(
+            "AGENT_INBOX_URL must be the web inbox's address (http(s)://HOST[:PORT][/PATH]),"
+            f" without user info, query or fragment: got {redact_url(raw)[:200]!r}"
+        )
+    path = parts.path.rstrip("/")
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def encryption_on(environ: Mapping[str, str]) -> bool:
+    """Whether an encryption key is set (AGENT_ENCRYPTION_KEY or AGENT_ENCRYPTION_KEYS; the data
+    converter checks the keys themselves)."""
+    return bool((environ.get(ENV_KEYS) or "").strip() or (environ.get(ENV_KEY) or "").strip())
+
+
 def _base_url(environ: Mapping[str, str]) -> str | None:
     raw = (environ.get("LLM_BASE_URL") or "").strip()
     if not raw:
@@ -267,6 +344,21 @@ class Settings:
     (`AGENT_PAYLOAD_STORE`) `AGENT_MAX_CONVERSATION_MB` (default 64)."""
     payload_store: bool = False
     """Whether `AGENT_PAYLOAD_STORE` is set (every program needs the same setting)."""
+    notify_url: str | None = field(default=None, repr=False)
+    """`AGENT_NOTIFY_URL`: where `notify` POSTs when a call waits for a person (http or https).
+    Not in the repr: its path, user info or query may be a token (a Slack webhook's is)."""
+    notify_format: NotifyFormat = "json"
+    """`AGENT_NOTIFY_FORMAT`: `json` (the agent's own body) or `slack` (an incoming webhook's
+    `{"text": …}`)."""
+    notify_arguments: bool = True
+    """Whether notifications carry the call's arguments (and a failed run's error text):
+    `AGENT_NOTIFY_ARGUMENTS`, by default true without encryption and false with it (what is
+    sealed in history does not go out in the clear unless asked for)."""
+    inbox_url: str | None = None
+    """`AGENT_INBOX_URL`: the web inbox's address; a notification links to `INBOX/runs/{id}`."""
+    trace_content: bool = False
+    """`AGENT_TRACE_CONTENT=true`: the model-call and tool-call spans carry the messages, the
+    arguments and the results (default: names, sizes and outcomes only)."""
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -323,6 +415,11 @@ class Settings:
             llm_summary_model=(env.get("LLM_SUMMARY_MODEL") or "").strip() or None,
             conversation_bytes=conversation_budget_bytes(env),
             payload_store=parse_store(env) is not None,
+            notify_url=_notify_url(env),
+            notify_format=_notify_format(env),
+            notify_arguments=_boolean(env, "AGENT_NOTIFY_ARGUMENTS", not encryption_on(env)),
+            inbox_url=_inbox_url(env),
+            trace_content=_boolean(env, "AGENT_TRACE_CONTENT", False),
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:

@@ -30,6 +30,7 @@ def figure_modules() -> dict[str, Measure]:
         encryption,
         history,
         mcp,
+        observability,
         overhead,
         policy,
         processes,
@@ -55,6 +56,7 @@ def figure_modules() -> dict[str, Measure]:
         "policy": policy.measure,
         "mcp": mcp.measure,
         "store": store.measure,
+        "observability": observability.measure,
     }
 
 

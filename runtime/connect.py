@@ -14,10 +14,12 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.converter import DataConverter, DefaultFailureConverterWithEncodedAttributes
 from temporalio.envconfig import ClientConfig
+from temporalio.runtime import Runtime
 
 from runtime.codec import EncryptionCodec, parse_keys
 from runtime.payload_store import external_storage
 from runtime.store_log import log_store_failures_once
+from runtime.tracing import client_interceptors, install_tracing
 from workflows.converter import AgentPayloadConverter
 from workflows.names import DEFAULT_TASK_QUEUE
 
@@ -68,11 +70,18 @@ def data_converter(environ: Mapping[str, str] | None = None) -> DataConverter:
     )
 
 
-async def connect(profile: str | None = None) -> Client:
+async def connect(profile: str | None = None, *, runtime: Runtime | None = None) -> Client:
+    """A client of the project: the connection settings, the data converter, and with
+    OTEL_EXPORTER_OTLP_ENDPOINT the tracing interceptor (the process's tracer provider is set up
+    here unless the program did it first). `runtime`: the SDK runtime (the worker's serves its
+    metrics); default: the process's. Raises SettingError for a setting it cannot use."""
     config = connect_config(profile)
     converter = data_converter()
+    install_tracing()
     return await Client.connect(
         str(config.pop("target_host")),
         data_converter=converter,
+        interceptors=client_interceptors(),
+        runtime=runtime,
         **config,  # type: ignore[arg-type]
     )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NoReturn
@@ -68,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", parents=[common], help="start a run and follow its events")
     run.add_argument("prompt", help="the user's request")
+    run.add_argument(
+        "--system",
+        metavar="TEXT|@FILE",
+        help="a system message, first in the run's messages (@FILE: the text of FILE)",
+    )
     run.add_argument("--id", help="workflow id (default: agent-<random>)")
     run.add_argument("--max-rounds", type=_non_negative_int, help="round limit (default 10)")
     run.add_argument(
@@ -128,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cancel = sub.add_parser("cancel", parents=[common], help="cancel a run")
     cancel.add_argument("workflow_id")
-    cancel.add_argument("--reason")
+    cancel.add_argument("--reason", help="why: in the run's error event and its result")
     cancel.add_argument(
         "--immediate",
         action="store_true",
@@ -149,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("workflow_id")
 
     sub.add_parser("pending", parents=[common], help="list the runs waiting for approval")
+
+    audit = sub.add_parser(
+        "audit",
+        parents=[common],
+        help="every decision of a run, in order: who or which rule, when, the arguments that ran",
+    )
+    audit.add_argument("workflow_id")
 
     sub.add_parser("demo", parents=[common], help="the whole story offline, in one command")
 
@@ -193,6 +207,7 @@ COMMANDS: dict[str, Command] = {
     "history": commands.cmd_history,
     "pending": commands.cmd_pending,
     "policy": commands.cmd_policy,
+    "audit": commands.cmd_audit,
 }
 
 
@@ -237,12 +252,27 @@ async def amain(argv: Sequence[str] | None = None) -> int:
     ctx = commands.Ctx(client=client, out=out, address=address, namespace=namespace)
     try:
         return await COMMANDS[args.command](ctx, args)
+    except BrokenPipeError:  # `… | head`: the reader has what it wanted
+        return quiet_after_broken_pipe()
     except Exception as err:  # one clear line, never a traceback
         failure: CliError = translate(
             err, workflow_id=getattr(args, "workflow_id", None), namespace=namespace
         )
         out.error(failure.message)
         return failure.code
+
+
+EXIT_BROKEN_PIPE = 141
+"""128 + SIGPIPE: what a shell reports for a Unix tool whose reader went away."""
+
+
+def quiet_after_broken_pipe() -> int:
+    """Stop writing, as Unix tools do when the reader of their output has gone (`| head`): no
+    message, and nothing left to flush at exit."""
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_BROKEN_PIPE
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import ipaddress
 import os
 import signal
 import socket
@@ -33,12 +32,20 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp
 from temporalio.api.common.v1 import Payloads
 from temporalio.converter import ExternalStorage
 
 from runtime.codec import DecryptionError, EncryptionCodec, parse_keys
 from runtime.payload_store import ENV_STORE, external_storage, resolve_references
 from runtime.store_failure import PayloadStoreError
+from starter.request_guards import (
+    MIB,
+    AsciiHeaders,
+    LimitedBody,
+    LoopbackHostOnly,
+    is_loopback,
+)
 
 ENV_TOKEN = "AGENT_CODEC_TOKEN"
 DEFAULT_HOST = "127.0.0.1"
@@ -46,16 +53,14 @@ DEFAULT_PORT = 8081
 DEFAULT_UI_ORIGIN = "http://localhost:8233"
 ALLOW_METHODS = "POST"
 ALLOW_HEADERS = "content-type, x-namespace, authorization"
-MAX_BODY_BYTES = 64 * 1024 * 1024
+MAX_BODY_BYTES = 64 * MIB
+"""The largest request body read; a larger one is refused (413) before it is read."""
+NOT_LOOPBACK = (
+    f"this codec server asks for no token, so it answers only requests addressed to a loopback"
+    f" name (127.0.0.1, localhost, [::1]); set {ENV_TOKEN} to serve other names"
+)
 
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+__all__ = ["build_app", "is_loopback", "listen", "serve"]
 
 
 def _cors(origin: str | None, ui_origin: str) -> dict[str, str]:
@@ -77,9 +82,10 @@ def build_app(
     ui_origin: str,
     token: str | None,
     storage: ExternalStorage | None = None,
-) -> Starlette:
-    """The ASGI app; `token` None means no bearer token is asked for; with `storage`, `/decode`
-    resolves references to stored payloads first."""
+) -> ASGIApp:
+    """The ASGI app; `token` None means no bearer token is asked for, and then only requests
+    addressed to a loopback name are answered; with `storage`, `/decode` resolves references
+    to stored payloads first."""
     expected = f"Bearer {token}".encode() if token else None
 
     def endpoint(
@@ -94,9 +100,7 @@ def build_app(
             given = request.headers.get("authorization", "").encode()
             if expected is not None and not hmac.compare_digest(given, expected):
                 return PlainTextResponse("unauthorized\n", status_code=401, headers=cors)
-            body = await request.body()
-            if len(body) > MAX_BODY_BYTES:
-                return PlainTextResponse("body too large\n", status_code=413, headers=cors)
+            body = await request.body()  # at most MAX_BODY_BYTES: LimitedBody read it
             payloads = Payloads()
             try:
                 json_format.Parse(body or b"{}", payloads)
@@ -124,12 +128,16 @@ def build_app(
             payloads.payloads.extend(resolved)
         await codec.decode_wrapper(payloads)
 
-    return Starlette(
+    app: ASGIApp = Starlette(
         routes=[
             Route("/encode", endpoint(encode), methods=["POST", "OPTIONS"]),
             Route("/decode", endpoint(decode), methods=["POST", "OPTIONS"]),
         ]
     )
+    app = LimitedBody(app, MAX_BODY_BYTES)
+    if token is None:
+        app = LoopbackHostOnly(app, NOT_LOOPBACK)
+    return AsciiHeaders(app)
 
 
 class StartError(Exception):

@@ -3,35 +3,41 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import uuid
-from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
-    WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
 from runtime.connect import task_queue
-from starter.answers import AnswerNotDelivered, submit_answer
-from starter.errors import EXIT_OK, EXIT_RUN_NOT_OK, CliError, not_found, refusal
+from starter.audit_table import audit_lines
+from starter.errors import (
+    EXIT_OK,
+    EXIT_RUN_NOT_OK,
+    EXIT_USAGE,
+    CliError,
+    no_worker,
+    not_found,
+    refusal,
+)
 from starter.follow import (
     Followed,
     cli_name,
     default_approver,
-    fetch_events,
-    fetch_status,
     follow,
     interactive_approvals,
     interactive_session,
 )
+from starter.handle import AgentHandle, AnswerNotDelivered, start_run
 from starter.inbox import waiting_runs
 from starter.output import Output
 from starter.policy_args import load_policy, run_policy
@@ -45,21 +51,14 @@ from starter.render import (
     visible,
 )
 from workflows import names
+from workflows.arguments import arguments_digest
 from workflows.model import (
-    AgentEvent,
     AgentRunInput,
     AgentRunOptions,
-    AgentStatus,
     CancelRequest,
     ChatMessage,
     ToolApprovalResponse,
 )
-from workflows.rules import PolicyView
-
-WORKER_WAIT_SECONDS = 30.0
-"""Queries and updates need a worker; say so instead of hanging when none answers."""
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -69,15 +68,8 @@ class Ctx:
     address: str
     namespace: str
 
-
-async def with_worker(ctx: Ctx, what: Awaitable[T]) -> T:
-    try:
-        return await asyncio.wait_for(what, WORKER_WAIT_SECONDS)
-    except TimeoutError:
-        raise CliError(
-            f"no worker answered within {WORKER_WAIT_SECONDS:.0f}s on task queue"
-            f" '{task_queue()}': is `python worker.py` running?"
-        ) from None
+    def handle(self, workflow_id: str) -> AgentHandle:
+        return AgentHandle(self.client, workflow_id)
 
 
 def not_delivered(workflow_id: str, err: AnswerNotDelivered) -> CliError:
@@ -86,16 +78,12 @@ def not_delivered(workflow_id: str, err: AnswerNotDelivered) -> CliError:
             f"run '{workflow_id}' kept refusing the answer for {err.seconds:.0f}s: too many"
             " requests in flight (Temporal admits only a few per run); try again"
         )
-    return CliError(
-        f"no worker answered within {err.seconds:.0f}s on task queue"
-        f" '{task_queue()}': is `python worker.py` running?"
-    )
+    return no_worker(err.seconds)
 
 
 async def describe_status(ctx: Ctx, workflow_id: str) -> WorkflowExecutionStatus | None:
-    handle = ctx.client.get_workflow_handle(workflow_id)
     try:
-        description = await handle.describe()
+        description = await ctx.handle(workflow_id).describe()
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise not_found(workflow_id, ctx.namespace) from None
@@ -103,19 +91,55 @@ async def describe_status(ctx: Ctx, workflow_id: str) -> WorkflowExecutionStatus
     return description.status
 
 
-async def running_handle(ctx: Ctx, workflow_id: str, action: str) -> WorkflowHandle[Any, Any]:
-    """The handle of a run that is still going; a clear error for unknown or finished runs."""
+async def known_handle(ctx: Ctx, workflow_id: str) -> AgentHandle:
+    """The handle of a run that exists (a clear error for an unknown id)."""
+    await describe_status(ctx, workflow_id)
+    return ctx.handle(workflow_id)
+
+
+async def running_handle(ctx: Ctx, workflow_id: str, action: str) -> AgentHandle:
+    """The handle of a run that is still going; a clear error for unknown or finished runs,
+    saying how a finished one ended."""
     status = await describe_status(ctx, workflow_id)
+    handle = ctx.handle(workflow_id)
     if status != WorkflowExecutionStatus.RUNNING:
-        state = status.name.lower() if status else "closed"
-        raise CliError(f"run '{workflow_id}' has already finished ({state}); cannot {action}")
-    return ctx.client.get_workflow_handle(workflow_id)
+        how = await handle.finished_how(status)
+        raise CliError(f"run '{workflow_id}' has already finished ({how}); cannot {action}")
+    return handle
 
 
 def split_names(value: str | None) -> list[str] | None:
     if value is None:
         return None
     return [n.strip() for n in value.split(",") if n.strip()]
+
+
+MAX_SYSTEM_PROMPT_BYTES = 100_000
+"""The longest system prompt `--system` takes (it goes to the model with every request)."""
+
+
+def system_prompt(value: str | None) -> str | None:
+    """`--system TEXT`, or with `@FILE` the text of FILE (UTF-8); None when not given or
+    empty. A file that cannot be read is a usage error naming it."""
+    if value is None or not value.startswith("@"):
+        return value if value and value.strip() else None
+    path = Path(value[1:]).expanduser()
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise CliError(
+            f"--system {value}: cannot read {path}: {err.strerror or err}", EXIT_USAGE
+        ) from None
+    if len(raw) > MAX_SYSTEM_PROMPT_BYTES:
+        raise CliError(
+            f"--system {value}: {len(raw):,} bytes; at most {MAX_SYSTEM_PROMPT_BYTES:,}",
+            EXIT_USAGE,
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise CliError(f"--system {value}: not UTF-8 text ({err.reason})", EXIT_USAGE) from None
+    return text.strip() or None
 
 
 def exit_code_for(followed: Followed) -> int:
@@ -133,8 +157,10 @@ async def follow_run(ctx: Ctx, workflow_id: str, *, after: int = -1) -> int:
         workflow_id,
         ctx.out,
         after=after,
-        on_awaiting=interactive_approvals(ctx.out) if interactive else None,
-        on_waiting_for_message=interactive_session(ctx.out, workflow_id) if interactive else None,
+        on_awaiting=interactive_approvals(ctx.out, ctx.client) if interactive else None,
+        on_waiting_for_message=(
+            interactive_session(ctx.out, ctx.client, workflow_id) if interactive else None
+        ),
     )
     return exit_code_for(followed)
 
@@ -158,15 +184,15 @@ async def cmd_run(ctx: Ctx, args: argparse.Namespace) -> int:
     policy = run_policy(getattr(args, "rule_specs", None), args.policy)
     if policy is not None:
         options["approval_policy"] = policy
+    system = system_prompt(args.system)
+    first = [ChatMessage.system(system)] if system else []
     run_input = AgentRunInput(
-        messages=[ChatMessage.user(args.prompt)], options=AgentRunOptions(**options)
+        messages=[*first, ChatMessage.user(args.prompt)], options=AgentRunOptions(**options)
     )
     workflow_id = args.id or f"agent-{uuid.uuid4().hex[:12]}"
     queue = task_queue()
-    handle = await ctx.client.start_workflow(
-        names.WORKFLOW_TYPE, run_input, id=workflow_id, task_queue=queue
-    )
-    ctx.out.data({"workflow_id": workflow_id, "run_id": handle.result_run_id, "task_queue": queue})
+    handle = await start_run(ctx.client, run_input, workflow_id=workflow_id, task_queue=queue)
+    ctx.out.data({"workflow_id": workflow_id, "run_id": handle.run_id, "task_queue": queue})
     ctx.out.line(f"started {workflow_id} on task queue {queue}")
     if args.no_follow:
         ctx.out.line(f"follow it: {cli_name()} watch {workflow_id}")
@@ -178,8 +204,20 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
     action = "approve" if approved else "reject"
     handle = await running_handle(ctx, args.workflow_id, f"{action} {args.call_id}")
     arguments = getattr(args, "arguments", None)
+    # The answer is for the call as it is now, shown below: if another run takes the id or the
+    # call changes before the answer lands, the workflow refuses it.
+    status = await handle.status()
+    shown = next((c for c in status.pending_approvals if c.id == args.call_id), None)
+    bound: dict[str, Any] = {}
+    if shown is not None:
+        bound = {
+            "run_id": await handle.first_run_id(status),
+            "arguments_sha256": arguments_digest(shown.arguments),
+        }
+        ctx.out.line(f"{action} {call_text(shown)}")
     try:
         response = ToolApprovalResponse(
+            **bound,
             call_id=args.call_id,
             approved=approved,
             reason=None if approved else args.reason,
@@ -190,7 +228,7 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
     except ValidationError as err:
         raise CliError(f"--arguments: {err.errors()[0]['msg']}") from None
     try:
-        remaining = await submit_answer(handle, response)
+        remaining = await handle.answer(response)
     except AnswerNotDelivered as err:
         raise not_delivered(args.workflow_id, err) from None
     ctx.out.data(
@@ -225,17 +263,12 @@ async def cmd_policy(ctx: Ctx, args: argparse.Namespace) -> int:
     if args.set is not None:
         rules = load_policy(args.set)
         handle = await running_handle(ctx, args.workflow_id, "change its rules")
-        update = handle.execute_update(
-            names.UPDATE_SET_APPROVAL_POLICY, rules, result_type=PolicyView
-        )
         try:
-            view: PolicyView = await with_worker(ctx, update)
+            view = await handle.set_policy(rules)
         except WorkflowUpdateFailedError as err:
             raise CliError(f"the workflow refused the rules: {refusal(err)}") from None
     else:
-        await describe_status(ctx, args.workflow_id)
-        handle = ctx.client.get_workflow_handle(args.workflow_id)
-        view = await with_worker(ctx, handle.query(names.QUERY_POLICY, result_type=PolicyView))
+        view = await (await known_handle(ctx, args.workflow_id)).policy()
     ctx.out.data({"workflow_id": args.workflow_id, **view.model_dump(mode="json")})
     if not view.rules:
         ctx.out.line("no rules: every tool decides by its own default")
@@ -246,8 +279,10 @@ async def cmd_policy(ctx: Ctx, args: argparse.Namespace) -> int:
 
 async def cmd_cancel(ctx: Ctx, args: argparse.Namespace) -> int:
     handle = await running_handle(ctx, args.workflow_id, "cancel it")
-    request = CancelRequest(reason=args.reason, immediate=args.immediate)
-    await handle.signal(names.SIGNAL_CANCEL, request.model_dump(exclude_none=True))
+    request = CancelRequest(
+        reason=args.reason, immediate=args.immediate, requested_by=default_approver()
+    )
+    await handle.cancel(request)
     ctx.out.data({"workflow_id": args.workflow_id, "cancel": request.model_dump()})
     how = "immediate " if args.immediate else ""
     ctx.out.line(f"{how}cancel requested for {args.workflow_id}")
@@ -256,7 +291,7 @@ async def cmd_cancel(ctx: Ctx, args: argparse.Namespace) -> int:
 
 async def cmd_say(ctx: Ctx, args: argparse.Namespace) -> int:
     handle = await running_handle(ctx, args.workflow_id, "send a message")
-    await handle.signal(names.SIGNAL_SEND_MESSAGE, {"content": args.text})
+    await handle.say(args.text)
     ctx.out.data({"workflow_id": args.workflow_id, "sent": args.text})
     ctx.out.line(f"message sent to {args.workflow_id}")
     return EXIT_OK
@@ -268,13 +303,10 @@ async def cmd_watch(ctx: Ctx, args: argparse.Namespace) -> int:
 
 
 async def cmd_history(ctx: Ctx, args: argparse.Namespace) -> int:
-    await describe_status(ctx, args.workflow_id)
-    handle = ctx.client.get_workflow_handle(args.workflow_id)
-    messages: list[ChatMessage] = await with_worker(
-        ctx, handle.query(names.QUERY_MESSAGES, result_type=list[ChatMessage])
-    )
-    events: list[AgentEvent] = await with_worker(ctx, fetch_events(handle, -1))
-    status: AgentStatus = await with_worker(ctx, fetch_status(handle))
+    handle = await known_handle(ctx, args.workflow_id)
+    messages = await handle.messages()
+    events = await handle.events(-1)
+    status = await handle.status()
     if ctx.out.json_mode:
         ctx.out.data(
             {
@@ -297,6 +329,19 @@ async def cmd_history(ctx: Ctx, args: argparse.Namespace) -> int:
     ctx.out.line(f"events ({len(events)}):")
     for event in events:
         ctx.out.line(f"  {event.seq:>4} {event_line(event)}")
+    return EXIT_OK
+
+
+async def cmd_audit(ctx: Ctx, args: argparse.Namespace) -> int:
+    """Every decision of the run, in order; `--json`: the `audit` query's answer as it is."""
+    handle = await known_handle(ctx, args.workflow_id)
+    try:
+        view = await handle.audit()
+    except WorkflowQueryFailedError as err:  # e.g. a worker of a release without the audit
+        raise CliError(f"run '{args.workflow_id}' cannot answer the audit query: {err}") from None
+    ctx.out.data(view.model_dump(mode="json"))
+    for line in audit_lines(args.workflow_id, view):
+        ctx.out.line(line)
     return EXIT_OK
 
 

@@ -2,16 +2,20 @@
 
 Uses the Temporal server at the configured address (envconfig) when one answers there, else
 starts an embedded dev server (the `temporal` binary of the virtual environment) and stops it at
-the end. Hosts the worker in-process on a fresh task queue with the `scripted` model (a rule-based
-stand-in, never a real LLM: LLM_BASE_URL is ignored here) and a temporary workspace, then plays
-three runs and checks each outcome:
+the end. Starts the real worker (`python -m worker`, its own process) on a fresh task queue with
+the `scripted` model (a rule-based stand-in, never a real LLM: LLM_BASE_URL is ignored here), a
+temporary workspace, a file payload store and the demo's own notification receiver, then plays
+five runs and checks each outcome:
 
-1. "Please delete the logs folder" → list_dir, then delete_path(logs) waits for approval → the
-   demo approves → "Deleted logs." and the folder is gone;
+1. "Please delete the logs folder" → a rule lets list_dir run, delete_path(logs) waits for
+   approval → the receiver gets `approval_waiting` → the demo approves → "Deleted logs.", the
+   folder is gone, and the receiver gets `run_finished`;
 2. "run: rm -rf tmp" → run_command waits for approval → the demo rejects with a reason → the
    model's reply repeats the reason; tmp is untouched;
-3. "Please delete notes.txt" → waits for approval → the demo cancels the run → `error "Agent run
-   cancelled"`, `finished cancelled`; notes.txt is untouched.
+3. "Please delete notes.txt" → waits for approval → the demo cancels the run with a reason →
+   `error "Agent run cancelled: changed my mind"`, `finished cancelled`; notes.txt is untouched;
+4. "run: echo hello > hello.txt" → the `echo *` rule never allows a redirect: a person is asked;
+5. "run: echo hello" → the rule decides: nobody is asked.
 
 Exit code 0 when every check passes, 1 otherwise.
 """
@@ -19,6 +23,7 @@ Exit code 0 when every check passes, 1 otherwise.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import sys
@@ -28,6 +33,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.testing import WorkflowEnvironment
@@ -35,6 +41,7 @@ from temporalio.testing import WorkflowEnvironment
 from runtime.binaries import find_binary
 from runtime.connect import connect, connect_config, data_converter
 from runtime.search_attributes import ensure_search_attributes
+from starter.demo_receiver import DemoReceiver, demo_receiver
 from starter.errors import EXIT_ERROR, EXIT_OK
 from starter.follow import follow
 from starter.output import Output
@@ -139,7 +146,9 @@ async def play(
     decide: Decide,
     say: str,
     rules: ApprovalPolicy | None = None,
+    first: Callable[[list[ToolCall]], Awaitable[None]] | None = None,
 ) -> tuple[AgentRunResult, list[AgentEvent]]:
+    """One run of the story; `first` runs when calls wait, before the demo answers them."""
     workflow_id = f"demo-{uuid.uuid4().hex[:8]}"
     out.info("")
     out.info(f"== {title}")
@@ -148,6 +157,8 @@ async def play(
     async def decide_and_tell(
         handle: WorkflowHandle[object, object], calls: list[ToolCall]
     ) -> None:
+        if first is not None:
+            await first(calls)
         for call in calls:
             out.info(f"  demo {say} {call_text(call)}")
         await decide(handle, calls)
@@ -176,8 +187,27 @@ def _last_text(result: AgentRunResult) -> str:
     return ""
 
 
-async def story(client: Client, queue: str, workspace: Path, out: Output) -> list[str]:
+def told(body: dict[str, Any]) -> str:
+    """A notification as the demo prints it."""
+    if body.get("event") == "run_finished":
+        return f"run_finished {body.get('workflow_id')}: {body.get('finish_reason')}"
+    arguments = body.get("arguments")
+    shown = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return f"{body.get('event')} {body.get('call_id')} {body.get('tool')} {shown}"
+
+
+async def story(
+    client: Client, queue: str, workspace: Path, out: Output, receiver: DemoReceiver
+) -> list[str]:
     checks = Checks(out)
+
+    async def tell_notice(calls: list[ToolCall]) -> None:
+        notice = await receiver.wait_for("approval_waiting")
+        out.info(f"  notification received: {told(notice) if notice else '(none arrived)'}")
+        checks.check(
+            notice is not None and notice.get("call_id") == calls[0].id,
+            "the waiting call was notified (AGENT_NOTIFY_URL)",
+        )
 
     result, _ = await play(
         client,
@@ -188,7 +218,11 @@ async def story(client: Client, queue: str, workspace: Path, out: Output) -> lis
         _approve,
         "approves",
         DEMO_RULES,
+        first=tell_notice,
     )
+    finished = await receiver.wait_for("run_finished")
+    out.info(f"  notification received: {told(finished) if finished else '(none arrived)'}")
+    checks.check(finished is not None, "the end of a run that waited for a person was notified")
     checks.check(result.finish_reason == "stop", "run 1 finished with stop")
     checks.check("Deleted logs" in _last_text(result), "the model reports 'Deleted logs.'")
     checks.check(not (workspace / "logs").exists(), "logs/ is gone from the workspace")
@@ -363,11 +397,14 @@ async def _drain(stream: asyncio.StreamReader) -> None:
         pass
 
 
-def worker_environ(client: Client, root: Path, queue: str, *, sandbox: str) -> dict[str, str]:
+def worker_environ(
+    client: Client, root: Path, queue: str, notify_url: str, *, sandbox: str
+) -> dict[str, str]:
     """The demo worker's settings: the `scripted` model (LLM_* left out), the demo's workspace,
-    state folder and task queue, the server the demo uses."""
+    state folder and task queue, the server the demo uses, its notification receiver."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("LLM_")}
     environ.update(
+        AGENT_NOTIFY_URL=notify_url,
         TEMPORAL_ADDRESS=client.service_client.config.target_host,
         TEMPORAL_NAMESPACE=client.namespace,
         AGENT_TASK_QUEUE=queue,
@@ -378,10 +415,12 @@ def worker_environ(client: Client, root: Path, queue: str, *, sandbox: str) -> d
     return environ
 
 
-async def start_demo_worker(client: Client, root: Path, queue: str, out: Output) -> DemoWorker:
+async def start_demo_worker(
+    client: Client, root: Path, queue: str, notify_url: str, out: Output
+) -> DemoWorker:
     """The worker, sandboxed where bubblewrap works here; else (the ready line says
     `run_command=off`) again with AGENT_SANDBOX=off, for the demo's own temporary workspace."""
-    worker = await start_worker(worker_environ(client, root, queue, sandbox="auto"))
+    worker = await start_worker(worker_environ(client, root, queue, notify_url, sandbox="auto"))
     if "run_command=off" not in worker.ready:
         return worker
     await worker.stop()
@@ -389,7 +428,7 @@ async def start_demo_worker(client: Client, root: Path, queue: str, out: Output)
         "no working sandbox here (bubblewrap): the demo runs its commands unsandboxed in its own"
         " temporary workspace (AGENT_SANDBOX=off)"
     )
-    return await start_worker(worker_environ(client, root, queue, sandbox="off"))
+    return await start_worker(worker_environ(client, root, queue, notify_url, sandbox="off"))
 
 
 async def run_demo(out: Output) -> int:
@@ -412,10 +451,14 @@ async def run_demo(out: Output) -> int:
         await ensure_search_attributes(client)
         workspace = seed_workspace(root)
         queue = f"agent-demo-{uuid.uuid4().hex[:8]}"
-        worker = await start_demo_worker(client, root, queue, out)
-        out.info(f"worker on task queue {queue}, model: scripted (rule-based, not an LLM)")
-        out.info(f"workspace {workspace}: {', '.join(sorted(SEED_FILES))}")
-        failures = await asyncio.wait_for(story(client, queue, workspace, out), STORY_SECONDS)
+        async with demo_receiver() as receiver:
+            worker = await start_demo_worker(client, root, queue, receiver.url, out)
+            out.info(f"worker on task queue {queue}, model: scripted (rule-based, not an LLM)")
+            out.info(f"workspace {workspace}: {', '.join(sorted(SEED_FILES))}")
+            out.info(f"notifications go to the demo's own receiver at {receiver.url}")
+            failures = await asyncio.wait_for(
+                story(client, queue, workspace, out, receiver), STORY_SECONDS
+            )
     except RuntimeError as err:  # the worker did not start
         out.error(str(err))
         return EXIT_ERROR
@@ -431,7 +474,8 @@ async def run_demo(out: Output) -> int:
         out.error(f"demo FAILED ({len(failures)} check(s)): " + "; ".join(failures))
         return EXIT_ERROR
     out.info(
-        "demo passed: approval, rejection, cancellation and the approval rules all behaved"
+        "demo passed: approval, rejection, cancellation, the approval rules and the"
+        " notifications all behaved"
         f" ({elapsed:.1f}s)"
     )
     return EXIT_OK

@@ -7,6 +7,8 @@ from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from runtime.codec import find_decryption_error
+from runtime.connect import task_queue
+from starter.handle import NoWorker
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -38,6 +40,13 @@ def cannot_reach(address: str, namespace: str, err: BaseException) -> CliError:
     )
 
 
+def no_worker(seconds: float) -> CliError:
+    return CliError(
+        f"no worker answered within {seconds:.0f}s on task queue"
+        f" '{task_queue()}': is `python worker.py` running?"
+    )
+
+
 def not_found(workflow_id: str, namespace: str) -> CliError:
     return CliError(f"no workflow with id '{workflow_id}' in namespace '{namespace}'")
 
@@ -52,6 +61,8 @@ def translate(err: BaseException, *, workflow_id: str | None, namespace: str) ->
     """Turn an SDK exception into a one-line CliError."""
     if isinstance(err, CliError):
         return err
+    if isinstance(err, NoWorker):
+        return no_worker(err.seconds)
     undecryptable = find_decryption_error(err)
     if undecryptable is not None:  # one line naming the key id this program lacks
         return CliError(str(undecryptable))

@@ -1,10 +1,10 @@
-"""Follow a run live: the run's stream (events and the model's text as it is generated), or, as a
-fallback, polling the `events` query with `after=<last seq>`; each event is printed once.
+"""The command line's follower: what `starter.watch` yields, printed (the model's text as it is
+generated, each event once), and the people around it asked.
 
-Events carry gap-free sequence numbers that continue across continue-as-new generations, and the
-handle follows the latest run of the workflow id, so a follower never misses or repeats an event.
 When the run waits for approval, an `on_awaiting` callback decides (a person at a terminal, the
-demo, …); without one the follower prints how to answer and keeps following.
+demo, …); without one the follower prints how to answer and keeps following. Between the turns
+of a session, `on_waiting_for_message` asks for the next message (or the follower says how to
+send one).
 """
 
 from __future__ import annotations
@@ -14,40 +14,41 @@ import contextlib
 import getpass
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
-from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowHandle,
-    WorkflowQueryFailedError,
-    WorkflowUpdateFailedError,
-)
-from temporalio.service import RPCError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
-from starter import live
-from starter.answers import AnswerNotDelivered, submit_answer
 from starter.errors import refusal
+from starter.handle import AgentHandle, AnswerNotDelivered
 from starter.output import Output
 from starter.render import call_text, visible
-from workflows import names
+from starter.watch import Ended, Quiet, Restart, Text, watch
+from workflows.arguments import arguments_digest
 from workflows.model import (
-    AgentEvent,
-    AgentStatus,
     AwaitingApprovalEvent,
-    FinishedEvent,
     FinishReason,
     ToolApprovalResponse,
     ToolCall,
 )
 
-RETRIED = "\x00retried"
-"""Queued when a model call's streamed text is void (its attempt failed)."""
-POLL_SECONDS = 0.25
-IDLE_CHECK_EVERY = 6
-"""While nothing happens, look at the run's status every this many polls (≈1.5 s)."""
+AwaitingHandler = Callable[[WorkflowHandle[Any, Any], list[ToolCall]], Awaitable[None]]
+WaitingHandler = Callable[[WorkflowHandle[Any, Any]], Awaitable[bool]]
 
-AwaitingHandler = Callable[[WorkflowHandle[object, object], list[ToolCall]], Awaitable[None]]
-WaitingHandler = Callable[[WorkflowHandle[object, object]], Awaitable[bool]]
+
+class ShownCalls(list[ToolCall]):
+    """The calls a person is asked about, and the run they belong to (the first run id of its
+    chain): an answer carries both, so it is refused if the run or the call changed since."""
+
+    def __init__(self, calls: list[ToolCall], run_id: str | None) -> None:
+        super().__init__(calls)
+        self.run_id = run_id
+
+
+def answer_for(call: ToolCall, run_id: str | None, **answer: Any) -> ToolApprovalResponse:
+    """An answer to `call` as it was shown: its run and the digest of its arguments."""
+    return ToolApprovalResponse(
+        call_id=call.id, run_id=run_id, arguments_sha256=arguments_digest(call.arguments), **answer
+    )
 
 
 @dataclass
@@ -63,25 +64,13 @@ def cli_name() -> str:
     return "python -m starter"
 
 
-async def fetch_events(handle: WorkflowHandle[object, object], after: int) -> list[AgentEvent]:
-    events: list[AgentEvent] = await handle.query(
-        names.QUERY_EVENTS, after, result_type=list[AgentEvent]
-    )
-    return events
-
-
-async def fetch_status(handle: WorkflowHandle[object, object]) -> AgentStatus:
-    status: AgentStatus = await handle.query(names.QUERY_STATUS, result_type=AgentStatus)
-    return status
-
-
 class _Prompts:
-    """What both followers do besides printing: ask about newly pending calls (or say how to
+    """What the follower does besides printing: ask about newly pending calls (or say how to
     answer them), and between the turns of a session ask for the next message (or say how)."""
 
     def __init__(
         self,
-        handle: WorkflowHandle[object, object],
+        handle: AgentHandle,
         out: Output,
         on_awaiting: AwaitingHandler | None,
         on_waiting_for_message: WaitingHandler | None,
@@ -93,27 +82,26 @@ class _Prompts:
         self._asked: set[str] = set()
         self._session_hinted_at: int | None = None
 
-    async def pending_calls(self) -> bool:
+    async def pending_calls(self) -> None:
         """After an `awaiting_approval` event: the calls still unanswered now (not those of an old
-        event replayed from the log) and not asked about before. True when someone was asked."""
-        status = await fetch_status(self._handle)
+        event replayed from the log) and not asked about before."""
+        status = await self._handle.status()
         if status.phase != "awaiting_approval":
-            return False
+            return
         calls = [c for c in status.pending_approvals if c.id not in self._asked]
         self._asked.update(c.id for c in calls)
         if calls and self._on_awaiting is not None:
-            await self._on_awaiting(self._handle, calls)
-            return True
-        if calls:
+            shown = ShownCalls(calls, await self._handle.first_run_id(status))
+            await self._on_awaiting(self._handle.raw, shown)
+        elif calls:
             print_answer_hint(self._out, self._handle.id, calls)
-        return False
 
     async def between_turns(self, last: int) -> bool:
         """While nothing happens: if a session waits for a message, ask for it (once per wait).
         False when the person chose to stop following."""
         if self._session_hinted_at == last:
             return True
-        status = await fetch_status(self._handle)
+        status = await self._handle.status()
         if status.phase != "waiting_for_message":
             return True
         self._session_hinted_at = last
@@ -125,7 +113,7 @@ class _Prompts:
                 f" (end it: {cli_name()} cancel {workflow_id})"
             )
             return True
-        if not await self._on_waiting_for_message(self._handle):
+        if not await self._on_waiting_for_message(self._handle.raw):
             return False
         self._session_hinted_at = None
         return True
@@ -139,71 +127,35 @@ async def follow(
     after: int = -1,
     on_awaiting: AwaitingHandler | None = None,
     on_waiting_for_message: WaitingHandler | None = None,
+    stream: bool = True,
 ) -> Followed:
-    """Print the run's events from `after` on until it finishes, and the model's text as it is
-    generated: one ordered subscription to the run's live stream (`starter.live`), so text always
-    comes before the round's tool calls. Falls back to polling the `events` query when the
-    stream cannot be read (e.g. a worker without it)."""
-    handle: WorkflowHandle[object, object] = client.get_workflow_handle(workflow_id)
-    # Text pieces and events go through one queue, so they print in stream order even while
-    # an approval prompt holds the loop.
-    queue: asyncio.Queue[AgentEvent | str] = asyncio.Queue()
-    subscription = asyncio.create_task(
-        live.follow(
-            client,
-            workflow_id,
-            on_delta=lambda _round, piece: queue.put_nowait(piece),
-            on_event=queue.put_nowait,
-            on_restart=lambda _round: queue.put_nowait(RETRIED),
-            skip_streamed_text=not out.json_mode,
-        )
-    )
-    last = after
+    """Print the run's events from `after` on until it finishes, and (from the stream) the
+    model's text as it is generated, before the round's tool calls."""
+    handle = AgentHandle(client, workflow_id)
     prompts = _Prompts(handle, out, on_awaiting, on_waiting_for_message)
-    try:
-        while True:
-            getter = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait(
-                {getter, subscription},
-                timeout=POLL_SECONDS * IDLE_CHECK_EVERY,
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-            if getter not in done:
-                getter.cancel()
-            if getter in done:
-                event = getter.result()
-                if event is RETRIED:
-                    out.info("  (the model call failed and was retried: ignore the text above)")
-                    continue
-                if isinstance(event, str):
-                    out.stream_text(event)
-                    continue
-                if event.seq <= last:
-                    continue  # retained events from before `after`
-                out.event(event)
-                last = event.seq
-                if isinstance(event, FinishedEvent):
-                    return Followed(event.finish_reason, last)
-                if isinstance(event, AwaitingApprovalEvent):
+    last = after
+    items = watch(
+        client, workflow_id, after=after, stream=stream, skip_streamed_text=not out.json_mode
+    )
+    async with contextlib.aclosing(items):
+        async for item in items:
+            if isinstance(item, Text):
+                out.stream_text(item.text)
+            elif isinstance(item, Restart):
+                out.info("  (the model call failed and was retried: ignore the text above)")
+            elif isinstance(item, Quiet):
+                if not await prompts.between_turns(item.last_seq):
+                    return Followed(None, item.last_seq)
+            elif isinstance(item, Ended):
+                if item.closed_status is not None:
+                    out.info(f"run ended without a finished event: {item.closed_status}")
+                return Followed(item.finish_reason, item.last_seq, item.closed_status)
+            else:
+                out.event(item)
+                last = item.seq
+                if isinstance(item, AwaitingApprovalEvent):
                     await prompts.pending_calls()
-                continue
-            if subscription.done() and queue.empty():
-                # The stream ended without `finished` (terminated run) or cannot be read:
-                # the durable event log says the rest.
-                return await follow_by_polling(
-                    client,
-                    workflow_id,
-                    out,
-                    after=last,
-                    on_awaiting=on_awaiting,
-                    on_waiting_for_message=on_waiting_for_message,
-                )
-            if not subscription.done() and not await prompts.between_turns(last):
-                return Followed(None, last)
-    finally:
-        subscription.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await subscription
+    return Followed(None, last)  # pragma: no cover - watch always ends with Ended
 
 
 async def follow_by_polling(
@@ -215,65 +167,16 @@ async def follow_by_polling(
     on_awaiting: AwaitingHandler | None = None,
     on_waiting_for_message: WaitingHandler | None = None,
 ) -> Followed:
-    """Print the run's events from `after` on until it finishes, polling the `events` query (the
-    fallback when the live stream is not available)."""
-    handle: WorkflowHandle[object, object] = client.get_workflow_handle(workflow_id)
-    last = after
-    prompts = _Prompts(handle, out, on_awaiting, on_waiting_for_message)
-    idle = 0
-    while True:
-        try:
-            batch = await fetch_events(handle, last)
-        except (WorkflowQueryFailedError, RPCError):
-            description = await handle.describe()
-            if description.status != WorkflowExecutionStatus.RUNNING:
-                return _ended_without_finish(out, description.status, last)
-            raise
-        awaiting = False
-        for event in batch:
-            out.event(event)
-            last = event.seq
-            if isinstance(event, FinishedEvent):
-                return Followed(event.finish_reason, last)
-            if isinstance(event, AwaitingApprovalEvent):
-                awaiting = True
-        if awaiting and await prompts.pending_calls():
-            idle = 0
-            continue
-        if batch:
-            idle = 0
-        else:
-            idle += 1
-            if idle % IDLE_CHECK_EVERY == 0:
-                description = await handle.describe()
-                if description.status != WorkflowExecutionStatus.RUNNING:
-                    # One last look: the finished event may have landed just before the close.
-                    tail = await _events_or_empty(handle, last)
-                    for event in tail:
-                        out.event(event)
-                        last = event.seq
-                        if isinstance(event, FinishedEvent):
-                            return Followed(event.finish_reason, last)
-                    return _ended_without_finish(out, description.status, last)
-                if not await prompts.between_turns(last):
-                    return Followed(None, last)
-        await asyncio.sleep(POLL_SECONDS)
-
-
-def _ended_without_finish(
-    out: Output, status: WorkflowExecutionStatus | None, last: int
-) -> Followed:
-    """The run closed (terminated, timed out, failed) without a `finished` event."""
-    name = status.name if status else "UNKNOWN"
-    out.info(f"run ended without a finished event: {name}")
-    return Followed(None, last, name)
-
-
-async def _events_or_empty(handle: WorkflowHandle[object, object], after: int) -> list[AgentEvent]:
-    try:
-        return await fetch_events(handle, after)
-    except (WorkflowQueryFailedError, RPCError):
-        return []
+    """`follow` from the event log only (for a worker without the live stream)."""
+    return await follow(
+        client,
+        workflow_id,
+        out,
+        after=after,
+        on_awaiting=on_awaiting,
+        on_waiting_for_message=on_waiting_for_message,
+        stream=False,
+    )
 
 
 def print_answer_hint(out: Output, workflow_id: str, pending: list[ToolCall]) -> None:
@@ -298,12 +201,17 @@ def default_approver() -> str:
         return "unknown"
 
 
-def interactive_approvals(out: Output, approver: str | None = None) -> AwaitingHandler:
+def interactive_approvals(
+    out: Output, client: Client, approver: str | None = None
+) -> AwaitingHandler:
     """Ask a person at the terminal about each pending call; answers go through the
-    `submit_approval` update, so a refusal comes back and is shown."""
+    `submit_approval` update, so a refusal comes back and is shown. Each answer names the run
+    and the arguments the person was shown."""
     who = approver or default_approver()
 
-    async def decide(handle: WorkflowHandle[object, object], calls: list[ToolCall]) -> None:
+    async def decide(raw: WorkflowHandle[Any, Any], calls: list[ToolCall]) -> None:
+        handle = AgentHandle(client, raw.id)
+        run_id = calls.run_id if isinstance(calls, ShownCalls) else None
         for call in calls:
             while True:
                 answer = await _ask(
@@ -322,15 +230,16 @@ def interactive_approvals(out: Output, approver: str | None = None) -> AwaitingH
             approved = choice in {"y", "yes", "a", "always"}
             if not approved:
                 reason = (await _ask("reason (empty: User denied): ") or "").strip() or None
-            response = ToolApprovalResponse(
-                call_id=call.id,
+            response = answer_for(
+                call,
+                run_id,
                 approved=approved,
                 reason=reason,
                 approver=who,
                 remember=choice in {"a", "always"},
             )
             try:
-                await submit_answer(handle, response)
+                await handle.answer(response)
             except WorkflowUpdateFailedError as err:
                 out.info(f"  not accepted: {visible(refusal(err))}")
             except AnswerNotDelivered as err:
@@ -343,11 +252,11 @@ def interactive_approvals(out: Output, approver: str | None = None) -> AwaitingH
     return decide
 
 
-def interactive_session(out: Output, workflow_id: str) -> WaitingHandler:
+def interactive_session(out: Output, client: Client, workflow_id: str) -> WaitingHandler:
     """Between turns of a `--keep-alive` session: ask for the next message (empty: stop following;
     the session stays open)."""
 
-    async def next_message(handle: WorkflowHandle[object, object]) -> bool:
+    async def next_message(raw: WorkflowHandle[Any, Any]) -> bool:
         text = await _ask("you (empty: leave the session open and stop following): ")
         if text is None or not text.strip():
             out.info(
@@ -355,7 +264,7 @@ def interactive_session(out: Output, workflow_id: str) -> WaitingHandler:
                 f' {cli_name()} say {workflow_id} "…" / {cli_name()} cancel {workflow_id}'
             )
             return False
-        await handle.signal(names.SIGNAL_SEND_MESSAGE, {"content": text})
+        await AgentHandle(client, raw.id).say(text)
         return True
 
     return next_message

@@ -41,12 +41,12 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.converter import PayloadConverter
 
+from starter.handle import AgentHandle
 from starter.stream_transport import StreamReader
 from workflows import names
 from workflows.event_log import EVENT_TEXT_LIMIT, preview
 from workflows.model import (
     AgentEvent,
-    AgentStatus,
     FinishedEvent,
     FinishReason,
     StreamDelta,
@@ -110,13 +110,9 @@ def decode_item(
 async def run_has_finished(client: Client, workflow_id: str) -> bool:
     """Whether the run really finished: a `finished` event on the stream is believed only when
     the run's status (or, with no worker to answer, its execution) says so."""
-    handle = client.get_workflow_handle(workflow_id)
+    handle = AgentHandle(client, workflow_id)
     try:
-        status: AgentStatus = await handle.query(
-            names.QUERY_STATUS,
-            result_type=AgentStatus,
-            rpc_timeout=timedelta(seconds=STATUS_CHECK_SECONDS),
-        )
+        status = await handle.status(seconds=STATUS_CHECK_SECONDS)
         if status.phase == "finished":
             return True
     except Exception as err:  # no worker, or a failed query: ask the server instead
@@ -137,6 +133,7 @@ async def follow(
     on_restart: Callable[[int], None] | None = None,
     on_offset: Callable[[int], None] | None = None,
     skip_streamed_text: bool = True,
+    on_skip: Callable[[AgentEvent], None] | None = None,
     poll_cooldown: timedelta = POLL_COOLDOWN,
     long_poll: bool = True,
 ) -> FinishReason:
@@ -150,7 +147,9 @@ async def follow(
       stream); the text shown for it since its last `text_delta` event is void.
     - `on_offset(next_offset)`: after each item, the offset to resume from.
     - `skip_streamed_text`: do not pass on a `text_delta` event whose text the deltas
-      already delivered (missing tail text is delivered through `on_delta` instead).
+      already delivered (missing tail text is delivered through `on_delta` instead);
+      `on_skip(event)` is told of each one left out, so a follower counting sequence numbers
+      knows it is not missing.
     - `long_poll=False`: read through the stream's poll query only, holding none of the run's
       update slots (the same items, a little later).
 
@@ -200,6 +199,8 @@ async def follow(
                 text.clear()
                 if not handled:
                     on_event(event)
+                elif on_skip is not None:
+                    on_skip(event)
             else:
                 on_event(event)
         if on_offset is not None:

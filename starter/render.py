@@ -1,19 +1,22 @@
-"""How the command line shows events, messages and pending calls: a transcript for people, or one
-JSON object per line with `--json`."""
+"""How events, messages, pending calls and rules read as lines for people (the command line's
+transcript, the web's event list), or one JSON object per line with `--json`. What is made
+visible, and how, is `starter.visible`'s: the terminal and the web show the same text."""
 
 from __future__ import annotations
 
 import json
-import unicodedata
+import re
 from datetime import UTC, datetime
-from typing import Any
 
+from starter.visible import MULTILINE, arguments_display, one_line, text_block, visible
 from workflows.arguments import parse_arguments
 from workflows.model import (
     AgentEvent,
     ApprovalEvent,
+    AuditEntry,
     AwaitingApprovalEvent,
     ChatMessage,
+    CompactionEvent,
     ErrorEvent,
     FinishedEvent,
     TextDeltaEvent,
@@ -26,63 +29,22 @@ from workflows.rules import PolicyEntry
 
 TOOL_RESULT_PREVIEW = 300
 
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_HIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp"}
-"""Controls (C0, DEL, C1, ESC), formatting characters (zero-width, bidirectional embeddings,
-overrides and isolates, the byte order mark), lone surrogates and line/paragraph separators:
-none of them shows as itself, and each can make a terminal or a page show something other
-than what the text says."""
-MULTILINE = "\n\t"
-"""What `visible(text, keep=MULTILINE)` leaves as it is: model text keeps its lines and tabs."""
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    if char in _ESCAPES:
-        return _ESCAPES[char]
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
-def _hidden(char: str) -> bool:
-    return unicodedata.category(char) in _HIDDEN_CATEGORIES
-
-
-def visible(text: str, keep: str = "") -> str:
-    """`text` with every character that does not show as itself written as an escape (`\\r`,
-    `\\x1b`, `\\u202e`, …), except those in `keep`; the rest is left as it is. Everything a
-    person reads that came from a model, a tool or another person goes through here."""
-    if not any(_hidden(c) and c not in keep for c in text):
-        return text
-    return "".join(_escape(c) if _hidden(c) and c not in keep else c for c in text)
-
-
-def arguments_display(arguments: Any) -> str:
-    """Tool arguments as the value the tool will be given: the parsed JSON, on one line, with
-    hidden characters made visible. Arguments that are not valid JSON are shown as the string
-    they are, quoted and escaped, after `(invalid JSON)`."""
-    parsed = parse_arguments(arguments)
-    if not parsed.ok:
-        return "(invalid JSON) " + visible(json.dumps(str(arguments), ensure_ascii=False))
-    return visible(json.dumps(parsed.value, ensure_ascii=False, default=str))
-
-
-def one_line(text: str, limit: int | None = None) -> str:
-    """`text` on one line (line breaks and every other hidden character escaped), cut after
-    `limit` characters."""
-    flat = visible(text)
-    if limit is not None and len(flat) > limit:
-        return flat[:limit] + f"… ({len(flat) - limit} more)"
-    return flat
-
-
-def text_block(text: str) -> str:
-    """Model or user text for people: its lines and tabs kept (CRLF read as a line break),
-    every other hidden character escaped."""
-    return visible(text.replace("\r\n", "\n"), keep=MULTILINE)
+__all__ = [
+    "MULTILINE",
+    "age",
+    "arguments_display",
+    "audit_arguments",
+    "call_text",
+    "decided_by",
+    "event_json",
+    "event_line",
+    "message_lines",
+    "moment",
+    "one_line",
+    "rule_line",
+    "text_block",
+    "visible",
+]
 
 
 def call_text(call: ToolCall) -> str:
@@ -97,6 +59,8 @@ def event_line(event: AgentEvent) -> str:
         return f"assistant: {text_block(event.delta)}"
     if isinstance(event, ToolCallEvent):
         note = " (needs approval)" if event.requires_approval else ""
+        if event.from_text:
+            note = " (read from the model's text)" + note
         call = (
             f"{visible(event.call_id)} {visible(event.name)} {arguments_display(event.arguments)}"
         )
@@ -111,6 +75,8 @@ def event_line(event: AgentEvent) -> str:
             by = f" by policy rule {event.rule}"
         elif event.source == "timeout":
             by = " by the approval timeout"
+        elif event.source != "person":  # e.g. answers given with the run's input
+            by = f" by {visible(str(event.source))}"
         why = f": {visible(event.reason)}" if event.reason else ""
         edited = ""
         if event.arguments is not None:
@@ -126,7 +92,55 @@ def event_line(event: AgentEvent) -> str:
         return f"{r} error: {visible(event.message)}"
     if isinstance(event, FinishedEvent):
         return f"finished: {event.finish_reason}"
+    if isinstance(event, CompactionEvent):
+        done = [
+            f"{event.dropped_results} old result(s) dropped" if event.dropped_results else "",
+            f"{event.summarised_messages} message(s) summarised"
+            if event.summarised_messages
+            else "",
+            f"{event.cut_results} result(s) cut" if event.cut_results else "",
+        ]
+        how = ", ".join(d for d in done if d)
+        return (
+            f"{r} compaction: the model's view {event.before_tokens:,} → {event.after_tokens:,}"
+            f" tokens ({how})"
+        )
     return f"{r} {event.type}"  # pragma: no cover - every type is handled above
+
+
+_CUT = re.compile(r"…\[\d+ more characters\]\Z")
+"""How the audit marks arguments it keeps only the start of (`workflows.bounds.shown`)."""
+
+
+def audit_arguments(arguments: object) -> str:
+    """An audit entry's arguments as people read them: like a waiting call's, or for long ones
+    the start the audit kept, as it is, ending in its `…[N more characters]`."""
+    if isinstance(arguments, str) and _CUT.search(arguments) and not parse_arguments(arguments).ok:
+        return visible(arguments)
+    return arguments_display(arguments)
+
+
+def decided_by(entry: AuditEntry) -> str:
+    """Who or what decided a call: `person ann`, `rule 1`, `the approval timeout`, `the run's
+    input` (answers given when the run started)."""
+    if entry.source == "person":
+        return f"person {visible(entry.approver)}" if entry.approver else "a person (unnamed)"
+    if entry.source == "policy":
+        return f"rule {entry.rule}" if entry.rule is not None else "a rule"
+    if entry.source == "timeout":
+        return "the approval timeout"
+    if entry.source == "seed":
+        return "the run's input"
+    return visible(str(entry.source))  # pragma: no cover - every source is handled above
+
+
+def moment(at: datetime | None) -> str:
+    """A point in time for people, in UTC to the second: `2026-12-01 09:00:01 UTC`."""
+    if at is None:
+        return "?"
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def rule_line(rule: PolicyEntry) -> str:

@@ -1,10 +1,11 @@
 """Activity stand-ins for tests whose subject is the workflow logic: registered under the real
-activity names (`list_tools`, `call_llm`, `execute_tool`), they script the model's replies and
-record what the workflow asked for."""
+activity names (`list_tools`, `call_llm`, `execute_tool`, `notify`, …), they script the model's
+replies and record what the workflow asked for."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,7 @@ from workflows.model import (
     ChatMessage,
     LlmRequest,
     LlmResponse,
+    NotifyRequest,
     SummaryRequest,
     SummaryResponse,
     ToolCall,
@@ -106,6 +108,16 @@ class FakeAgentActivities:
     """The model's window `worker_setup` reports (by default too big to matter: tests of the
     window set their own)."""
     summary_requests: list[SummaryRequest] = field(default_factory=list)
+    notifies: bool = False
+    """What `worker_setup` says of notifications (`WorkerSetup.notify`): with True the workflow
+    runs `notify`."""
+    notify_requests: list[NotifyRequest] = field(default_factory=list)
+    """Every `notify` attempt, in order (a failed attempt too)."""
+    notify_failures: int = 0
+    """How many attempts of each `notify` activity fail (a retryable error) before one is
+    taken; -1: every attempt fails."""
+    notify_delay: float = 0.0
+    """How long each `notify` attempt takes (heartbeating), e.g. a receiver that is slow."""
 
     def activities(self) -> list[Callable[..., Any]]:
         @activity.defn(name=names.ACTIVITY_LIST_TOOLS)
@@ -119,7 +131,10 @@ class FakeAgentActivities:
         @activity.defn(name=names.ACTIVITY_WORKER_SETUP)
         async def worker_setup() -> WorkerSetup:
             return WorkerSetup(
-                tools=self.specs, policy=self.worker_rules, context_tokens=self.context_tokens
+                tools=self.specs,
+                policy=self.worker_rules,
+                context_tokens=self.context_tokens,
+                notify=self.notifies,
             )
 
         @activity.defn(name=names.ACTIVITY_SUMMARIZE)
@@ -163,6 +178,17 @@ class FakeAgentActivities:
                 raise ApplicationError("boom", non_retryable=True)
             return f'{{"ok": true, "data": "ran {request.name} {request.call_id}"}}'
 
+        @activity.defn(name=names.ACTIVITY_NOTIFY)
+        async def notify(request: NotifyRequest) -> None:
+            self.notify_requests.append(request)
+            await self._sleep_heartbeating(self.notify_delay)
+            attempt = activity.info().attempt
+            if self.notify_failures < 0 or attempt <= self.notify_failures:
+                raise ApplicationError(
+                    f"the notification receiver answered HTTP 500 (attempt {attempt})",
+                    type="NotifyHttp500",
+                )
+
         return [
             list_tools,
             worker_policy,
@@ -170,6 +196,7 @@ class FakeAgentActivities:
             call_llm,
             summarize_conversation,
             execute_tool,
+            notify,
         ]
 
     @staticmethod
@@ -184,3 +211,29 @@ class FakeAgentActivities:
     @property
     def tools_run(self) -> list[str]:
         return [r.call_id for r in self.tool_requests]
+
+
+class BigTools(FakeAgentActivities):
+    """Tools that answer with `size` characters each (for the context window's tests)."""
+
+    size: int = 6_000
+
+    def activities(self) -> list[Callable[..., Any]]:
+        base = super().activities()
+
+        @activity.defn(name=names.ACTIVITY_EXECUTE_TOOL)
+        async def execute_tool(request: ToolRequest) -> str:
+            self.tool_requests.append(request)
+            return json.dumps({"ok": True, "data": f"{request.call_id}:" + "y" * self.size})
+
+        replaced = base_execute(base)
+        return [a for a in base if a is not replaced] + [execute_tool]
+
+
+def base_execute(activities: list[Callable[..., Any]]) -> Callable[..., Any] | None:
+    """The `execute_tool` among `activities`."""
+    for fn in activities:
+        definition = getattr(fn, "__temporal_activity_definition", None)
+        if definition is not None and definition.name == names.ACTIVITY_EXECUTE_TOOL:
+            return fn
+    return None

@@ -33,7 +33,7 @@ from runtime.connect import data_converter
 from runtime.process import exit_now
 from runtime.search_attributes import ensure_search_attributes
 from starter import live
-from tests.fakes import FakeAgentActivities, calls, text
+from tests.fakes import BigTools, FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, wait_until, worker_for
 from workflows import names
 from workflows.model import (
@@ -48,7 +48,7 @@ from workflows.model import (
 from workflows.rules import ApprovalPolicy, PolicyRule, WorkerPolicy
 
 HISTORIES = Path(__file__).parent / "histories"
-RELEASE = "0.2"
+RELEASE = "0.3"
 """New recordings go to `histories/<RELEASE>/`. Recorded histories are never rewritten: runs
 already in flight replay against them (the first release's are the files directly in
 `histories/`); an existing recording is kept, a new scenario adds a file."""
@@ -395,6 +395,115 @@ async def policy_remember_edit(client: Client, queue: str) -> Handle:
     return handle
 
 
+# ---- this release: the one gate, small models' habits, the context window, notifications
+
+
+async def seed_denied(client: Client, queue: str) -> Handle:
+    """A run's input ends in a call and an answer approving it; the worker's enforced rule
+    decides first."""
+    deny = WorkerPolicy(enforced=[PolicyRule(tool="run_command", decision="deny", reason="no")])
+    fake = FakeAgentActivities(replies=[text("ok")], worker_rules=deny)
+    call = ToolCall(id="c1", name="run_command", arguments='{"command": "id"}')
+    run_input = AgentRunInput(
+        messages=[ChatMessage.user("go"), ChatMessage.assistant("", [call])],
+        options=AgentRunOptions(
+            tool_approval_responses=[ToolApprovalResponse(call_id="c1", approved=True)]
+        ),
+    )
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, run_input)
+        await handle.result()
+    return handle
+
+
+async def edit_denied(client: Client, queue: str) -> Handle:
+    """An answer edits the call into one the enforced rules deny, then a changed-call answer is
+    refused, then the rules decide."""
+    rules = WorkerPolicy(
+        enforced=[PolicyRule(tool="run_command", when={"command": "rm *"}, decision="deny")]
+    )
+    fake = FakeAgentActivities(
+        replies=[
+            calls(("c1", "run_command", '{"command": "ls -la"}')),
+            calls(("c2", "run_command", '{"command": "ls"}')),
+            text("done"),
+        ],
+        worker_rules=rules,
+    )
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.execute_update(
+            "submit_approval",
+            {"call_id": "c1", "approved": True, "arguments": {"command": "rm -rf x"}},
+        )
+        await wait_until(lambda: _pending_is(handle, "c2"))
+        with contextlib.suppress(Exception):
+            await handle.execute_update(
+                "submit_approval", {"call_id": "c2", "approved": True, "run_id": "other"}
+            )
+        await handle.signal("tool_approval", {"call_id": "c2", "approved": True})
+        await handle.result()
+    return handle
+
+
+async def repeats(client: Client, queue: str) -> Handle:
+    """The same call five times: the last two are answered without running."""
+    same = [calls((f"c{i}", "list_dir", '{"path": "."}')) for i in range(5)]
+    fake = FakeAgentActivities(replies=[*same, text("done")])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await handle.result()
+    return handle
+
+
+async def text_call(client: Client, queue: str) -> Handle:
+    """A reply whose call the worker read from its text; warnings from the worker."""
+    reply = calls(("call_text_0", "list_dir", '{"path": "."}')).model_copy(
+        update={"calls_from_text": True, "warnings": ["a call was written as text"]}
+    )
+    fake = FakeAgentActivities(replies=[reply, text("done")])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await handle.result()
+    return handle
+
+
+async def compaction(client: Client, queue: str) -> Handle:
+    """A small window: old results dropped, old turns summarised, results cut; then a provider
+    that says the request is too long."""
+    reads = [calls((f"c{i}", "read_file", f'{{"path": "f{i}"}}')) for i in range(6)]
+    too_long = ApplicationError(
+        "LLM provider answered HTTP 400: too long",
+        {"context_tokens": 3_000, "request_tokens": 5_000},
+        type="LlmContextExceeded",
+        non_retryable=True,
+    )
+    fake = BigTools(replies=[*reads, too_long, text("done")], context_tokens=6_000)
+    fake.size = 3_000
+    fake.client = client
+    async with worker_for(client, queue, fake):
+        handle = await start_run(
+            client, queue, AgentRunInput.from_prompt("read", AgentRunOptions(keep_rounds=1))
+        )
+        await handle.result()
+    return handle
+
+
+async def notifications(client: Client, queue: str) -> Handle:
+    """With notifications: a waiting call, its reminder at half the timeout, the run's end
+    through the child workflow."""
+    fake = FakeAgentActivities(
+        replies=[calls(("c1", "delete_path", '{"path": "logs"}')), text("done")], notifies=True
+    )
+    options = AgentRunOptions(approval_timeout_seconds=4, on_approval_timeout="reject")
+    async with worker_for(client, queue, fake):
+        # The child's id is made of the run's: the replay test replays under `replay-<name>`.
+        handle = await start_run(client, queue, _prompt(options), "replay-notifications")
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "approve": approve,
     "reject": reject,
@@ -418,6 +527,12 @@ SCENARIOS: dict[str, Scenario] = {
     "too_many_calls": too_many_calls,
     "policy_rules": policy_rules,
     "policy_remember_edit": policy_remember_edit,
+    "seed_denied": seed_denied,
+    "edit_denied": edit_denied,
+    "repeats": repeats,
+    "text_call": text_call,
+    "compaction": compaction,
+    "notifications": notifications,
 }
 
 

@@ -21,8 +21,9 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
-    from workflows import bounds, names
+    from workflows import bounds, metrics, names
     from workflows.approvals import Approvals
+    from workflows.audit import audit_memo, audit_view
     from workflows.batch import Batch, InFlight
     from workflows.bounds import Limits
     from workflows.compaction import Compactor
@@ -43,6 +44,7 @@ with workflow.unsafe.imports_passed_through():
         AgentState,
         AgentStatus,
         ApprovalWait,
+        AuditView,
         AwaitingApprovalEvent,
         BaseEvent,
         CancelRequest,
@@ -235,6 +237,7 @@ class AgentWorkflow:
             self._finish("error", problem)
             return None
         self._set_phase("running", f"round {state.round}: waiting for the model")
+        metrics.round_started()
         if problem := await self._compactor.fit():
             self._finish("error", problem)
             return None
@@ -530,6 +533,11 @@ class AgentWorkflow:
         """The record: every message of the run, compaction markers in place."""
         return self._state.messages
 
+    @workflow.query(name=names.QUERY_AUDIT)
+    def audit(self) -> AuditView:
+        """Every decision of the run, in order, across continue-as-new."""
+        return audit_view(self._state)
+
     @workflow.query(name=names.QUERY_MODEL_VIEW)
     def model_view(self) -> list[ChatMessage]:
         """What the model is sent now (the record, compacted to fit its window)."""
@@ -566,6 +574,7 @@ class AgentWorkflow:
 
     def _set_phase(self, phase: Phase, details: str) -> None:
         self._phase = phase
+        metrics.phase_changed(phase)
         pending = len(self._approvals.waiting()) if phase == "awaiting_approval" else 0
         self._visibility.show(phase, details, pending)
 
@@ -603,6 +612,8 @@ class AgentWorkflow:
         self._finish_reason = reason
         self._error = error
         self._set_phase("finished", f"finished: {reason}" + (f" ({error})" if error else ""))
+        if self._behaviour.trust_and_time:
+            workflow.upsert_memo(audit_memo(self._state, reason))
         return self._result()
 
     def _result(self) -> AgentRunResult:

@@ -7,7 +7,7 @@ a person must. Every answer enters through `receive` (the `tool_approval` signal
 checks whatever the door, and is recorded by `answer` (a person's, a rule's, the timeout's or a
 seeded one), which also applies an edit (through the rules again) and `remember`.
 
-Pure (no Temporal import): the workflow hands in the clock and where events go.
+No I/O: the workflow hands in the clock and where events go (`metrics` counts only in a run).
 """
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from workflows import bounds
+from workflows import bounds, metrics
 from workflows.arguments import arguments_digest
+from workflows.audit import record_decision
 from workflows.bounds import Limits
 from workflows.conversation import Conversation
 from workflows.inputs import parse_approval
@@ -309,7 +310,7 @@ class Approvals:
             source=source,
             rule=rule,
         )
-        self._record(record, edit)
+        self._record(record, edit, call)
         if response.remember and call is not None:
             self._state.run_rules = remember(
                 self._state.run_rules, remembered_rule(call.name, response)
@@ -332,11 +333,15 @@ class Approvals:
             source="policy",
             rule=verdict.rule,
         )
-        self._record(record, edit)
+        self._record(record, edit, edit.call)
         return True
 
-    def _record(self, record: ApprovalRecord, edit: Edit | None) -> None:
+    def _record(self, record: ApprovalRecord, edit: Edit | None, call: ToolCall | None) -> None:
         self._state.answers[record.call_id] = record
+        metrics.approval_recorded(record, self._state.approval_wait)
+        if self._behaviour.trust_and_time and call is not None:
+            ran = edit.call if edit is not None else call
+            record_decision(self._state, ran, record, edited=edit is not None)
         self._emit(
             ApprovalEvent(
                 **record.model_dump(),

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from temporalio import workflow
 
 from workflows import activity_calls as calls
-from workflows import context
+from workflows import context, metrics
 from workflows.conversation import Conversation
 from workflows.model import (
     AgentState,
@@ -94,7 +94,7 @@ class Compactor:
         ctx, dropped = context.drop_old_results(messages, ctx, keep)
         summarised = 0
         if context.over(messages, ctx, tools, share):
-            span = context.summary_range(messages, ctx, keep)
+            span = context.summary_range(messages, ctx, keep, self._fits(ctx, tools, share))
             if span is not None:
                 text = await self._summarise(span, ctx)
                 marker = len(messages)
@@ -107,6 +107,7 @@ class Compactor:
         state.context = ctx
         after = context.estimate(messages, ctx, tools)
         if dropped or summarised or cut:
+            metrics.compacted()
             self._emit(
                 CompactionEvent(
                     before_tokens=before,
@@ -118,6 +119,22 @@ class Compactor:
             )
         assert ctx.window is not None
         return exceeded_message(after, ctx.window) if after > ctx.window else None
+
+    def _fits(
+        self, ctx: ContextState, tools: int, share: float
+    ) -> Callable[[context.SummaryRange], bool]:
+        """Whether the view fits `share` of the window once `span` is summarised (at the longest
+        summary that may come back) and results still too big are cut."""
+        messages = self._conversation.messages
+        assert ctx.window is not None
+        window, stand_in = ctx.window, context.longest_summary(ctx.window)
+
+        def fits(span: context.SummaryRange) -> bool:
+            trial = context.with_summary(ctx, stand_in, span.last, len(messages))
+            trial, _ = context.cut_to_fit(messages, trial, tools, share * window)
+            return not context.over(messages, trial, tools, share)
+
+        return fits
 
     async def _summarise(self, span: context.SummaryRange, ctx: ContextState) -> str:
         assert ctx.window is not None
@@ -131,7 +148,7 @@ class Compactor:
                 skip=span.skip,
                 previous_summary=ctx.summary,
                 model=self._state.options.model,
-                max_tokens=max(128, min(1_024, ctx.window // 8)),
+                max_tokens=context.summary_tokens(ctx.window),
             )
         )
         self._state.usage = self._state.usage + reply.usage

@@ -12,7 +12,7 @@ record (so people see where and how the view changed) are never sent to the mode
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from workflows.bounds import json_bytes
@@ -27,6 +27,8 @@ MIN_CUT_CHARS = 200
 """A tool result cut to fit the window keeps at least this much."""
 MAX_SUMMARY_CHARS = 16_000
 """A summary is at most this long (the activity's reply is bounded too)."""
+SUMMARY_CHARS_PER_TOKEN = 6
+"""The `summarize_conversation` activity keeps at most this many characters per token asked."""
 MARKER_NAME = "compaction"
 """The `name` of the compaction markers in the record."""
 SUMMARY_PREFIX = (
@@ -158,18 +160,53 @@ class SummaryRange:
     """The messages that become the summary."""
 
 
+def summary_ends(messages: Sequence[ChatMessage], start: int) -> list[int]:
+    """Where a summarised part may end, from `start` on: before a user, assistant or system
+    message, never between an assistant message and the tool results of its calls, and never
+    after the last message (the view always ends with the record's last turn)."""
+    return [i for i in range(start, len(messages)) if messages[i].role != "tool"]
+
+
 def summary_range(
-    messages: Sequence[ChatMessage], ctx: ContextState, keep_rounds: int
+    messages: Sequence[ChatMessage],
+    ctx: ContextState,
+    keep_rounds: int,
+    fits: Callable[[SummaryRange], bool] | None = None,
 ) -> SummaryRange | None:
     """Step 2: the oldest turns to summarise: after the first user message (and what an earlier
-    summary covers), before the last `keep_rounds` rounds; system messages stay as they are."""
+    summary covers), before the last `keep_rounds` rounds; system messages stay as they are.
+    When the view would still not `fit` so, the summary reaches further, one turn at a time,
+    into the last rounds (a turn of many long messages: nothing else can make room), up to the
+    record's last turn."""
     first = max(head_end(messages), ctx.summary_until)
-    last = keep_start(messages, keep_rounds)
-    if last <= first:
-        return None
-    markers = [i for i in ctx.markers if first <= i < last]
-    count = sum(1 for i in range(first, last) if i not in markers and messages[i].role != "system")
-    return SummaryRange(first, last, markers, count) if count else None
+    ends = [keep_start(messages, keep_rounds)]
+    if fits is not None:
+        ends += summary_ends(messages, ends[0] + 1)
+    chosen: SummaryRange | None = None
+    for last in ends:
+        if last <= first:
+            continue
+        markers = [i for i in ctx.markers if first <= i < last]
+        count = sum(
+            1 for i in range(first, last) if i not in markers and messages[i].role != "system"
+        )
+        if not count:
+            continue
+        chosen = SummaryRange(first, last, markers, count)
+        if fits is None or fits(chosen):
+            break
+    return chosen
+
+
+def summary_tokens(window: int) -> int:
+    """The longest summary asked of the `summarize_conversation` activity for `window`."""
+    return max(128, min(1_024, window // 8))
+
+
+def longest_summary(window: int) -> str:
+    """A stand-in as long as the longest summary that may come back (to plan a compaction
+    before the activity answers)."""
+    return "x" * min(MAX_SUMMARY_CHARS, summary_tokens(window) * SUMMARY_CHARS_PER_TOKEN)
 
 
 def with_summary(ctx: ContextState, text: str, until: int, marker: int) -> ContextState:

@@ -224,6 +224,43 @@ class ApprovalRecord(BaseModel):
     """With `source: policy`: the deciding rule's index in the `policy` query's list."""
 
 
+class AuditEntry(BaseModel):
+    """One decision about one call, as the audit lists it: who or which rule, when, and the
+    arguments that ran (or would have run, for a rejection), bounded."""
+
+    call_id: str
+    tool: str
+    arguments: Any = None
+    approved: bool
+    source: ApprovalSource
+    rule: int | None = None
+    approver: str | None = None
+    reason: str | None = None
+    at: datetime
+    edited: bool = False
+    """The arguments are a person's edit of the model's."""
+
+
+class AuditCounts(BaseModel):
+    """How a run's calls were decided, over its whole chain."""
+
+    approved_by_person: int = 0
+    rejected_by_person: int = 0
+    by_rule: int = 0
+    by_timeout: int = 0
+    seeded: int = 0
+
+
+class AuditView(BaseModel):
+    """The `audit` query's answer: every decision of the run in order (the oldest dropped past
+    the audit's budget, counted in `dropped`), the counts, and the tokens spent."""
+
+    decisions: list[AuditEntry]
+    counts: AuditCounts
+    dropped: int = 0
+    usage: Usage = Field(default_factory=Usage)
+
+
 # ---- Events (what clients follow as progress) ----
 
 
@@ -613,6 +650,11 @@ class AgentState(BaseModel):
     """What `worker_setup` said (runs of this release; None before it answered)."""
     waited_for_person: bool = False
     """A call of this run waited for a person (its end is notified, with AGENT_NOTIFY_URL)."""
+    audit: list[AuditEntry] = Field(default_factory=list)
+    """Every decision of the run, in order, across continue-as-new (bounded: `workflows.audit`)."""
+    audit_counts: AuditCounts = Field(default_factory=AuditCounts)
+    audit_dropped: int = 0
+    audit_bytes: int = 0
     cut_off: dict[str, int | None] = Field(default_factory=dict)
     """Pending calls of a reply cut off at the token limit (`finish_reason: length`), with the
     `max_tokens` the request carried: a call whose arguments were cut is told so."""

@@ -22,6 +22,7 @@ QUERY_EVENTS = "events"
 QUERY_MESSAGES = "messages"
 QUERY_POLICY = "policy"
 QUERY_MODEL_VIEW = "model_view"
+QUERY_AUDIT = "audit"
 
 # Activities
 ACTIVITY_CALL_LLM = "call_llm"

@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -183,28 +183,38 @@ def bwrap_argv(
     return [*args, "--chdir", ws, "--", *argv]
 
 
-def probe_bwrap(bwrap: str) -> str | None:
-    """Run a trivial command in the sandbox: None when it works, else why not (bwrap fails in
-    containers that do not allow user namespaces, for example)."""
+def probe(
+    what: str,
+    argv_in: Callable[[Path], list[str]],
+    expect: str | None = None,
+    seconds: float = PROBE_TIMEOUT_SECONDS,
+) -> str | None:
+    """Run a probe command (`argv_in(workspace)`, in a throwaway workspace): None when it
+    exited 0 (and printed `expect`, if given), else why `what` does not work here."""
     with tempfile.TemporaryDirectory(prefix="agent-sandbox-probe-") as folder:
         workspace = Path(folder).resolve()
-        argv = bwrap_argv(bwrap, workspace, [SHELL, "-c", "echo ok"])
         try:
             done = subprocess.run(
-                argv,
+                argv_in(workspace),
                 capture_output=True,
                 text=True,
-                timeout=PROBE_TIMEOUT_SECONDS,
+                timeout=seconds,
                 env=command_env(workspace),
                 stdin=subprocess.DEVNULL,
                 check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as err:
-            return f"bwrap could not run: {err}"
-    if done.returncode != 0 or done.stdout.strip() != "ok":
+            return f"{what} could not run: {err}"
+    if done.returncode != 0 or (expect is not None and done.stdout.strip() != expect):
         detail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
-        return f"bwrap does not work here: {detail[:200]}"
+        return f"{what} does not work here: {detail[:200]}"
     return None
+
+
+def probe_bwrap(bwrap: str) -> str | None:
+    """Run a trivial command in the sandbox: None when it works, else why not (bwrap fails in
+    containers that do not allow user namespaces, for example)."""
+    return probe("bwrap", lambda ws: bwrap_argv(bwrap, ws, [SHELL, "-c", "echo ok"]), "ok")
 
 
 @cache

@@ -13,9 +13,7 @@ worker does not use it.)
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -43,27 +41,14 @@ def launcher_argv(
 
 def _probe(bwrap: str, slirp: str) -> str | None:
     """Run a command with an uplink: None when its namespace came up with the tap device."""
-    from activities.tools.sandbox import bwrap_argv, command_env
+    from activities.tools.sandbox import bwrap_argv, probe
 
-    with tempfile.TemporaryDirectory(prefix="agent-uplink-probe-") as folder:
-        workspace = Path(folder).resolve()
-        inner = bwrap_argv(bwrap, workspace, ["/bin/sh", "-c", "grep -q tap0: /proc/net/dev"])
-        try:
-            done = subprocess.run(
-                launcher_argv(inner, uplink=slirp),
-                capture_output=True,
-                text=True,
-                timeout=PROBE_TIMEOUT_SECONDS,
-                env=command_env(workspace),
-                stdin=subprocess.DEVNULL,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as err:
-            return f"slirp4netns could not run: {err}"
-    if done.returncode != 0:
-        detail = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
-        return f"slirp4netns does not work here: {detail[:200]}"
-    return None
+    check = ["/bin/sh", "-c", "grep -q tap0: /proc/net/dev"]
+    return probe(
+        "slirp4netns",
+        lambda ws: launcher_argv(bwrap_argv(bwrap, ws, check), uplink=slirp),
+        seconds=PROBE_TIMEOUT_SECONDS,
+    )
 
 
 @cache

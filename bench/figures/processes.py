@@ -178,7 +178,7 @@ async def measure(b: Bench) -> list[Figure]:
     cpu_two = statistics.fmean(a.worker_cpu_ms_per_round for a, _ in done)
     cpu_one = statistics.fmean(f.worker_cpu_ms_per_round for _, f in done)
     shares = [a.cpu_share for a, _ in done]
-    server = statistics.fmean(x.server_cpu_ms_per_round for pair in done for x in pair)
+    server_cpu = statistics.fmean(x.server_cpu_ms_per_round for pair in done for x in pair)
     load = statistics.fmean(x.load_average for pair in done for x in pair)
     small = "" if p.name == "full" else " (quick: reduced counts)"
     return [
@@ -196,7 +196,7 @@ async def measure(b: Bench) -> list[Figure]:
                 f"python worker.py --processes 2 vs --processes 1, {count} interleaved pair(s);"
                 f" real activities, fake model answering at once; workers' CPU"
                 f" {cpu_two:.1f} ms/round (2 processes, shares {shares}) vs {cpu_one:.1f} (1),"
-                f" the Temporal server's {server:.1f}; {os.cpu_count()}"
+                f" the Temporal server's {server_cpu:.1f}; {os.cpu_count()}"
                 f" cores, load average {load:.1f} during the batches (the dev server, the fake"
                 " model server and the bench's client share the cores)"
             ),

@@ -4,18 +4,25 @@ message. Each returns the HTTP status and the JSON body to answer with."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any
 
 from pydantic import ValidationError
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowQueryFailedError, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from runtime.codec import find_decryption_error
-from workflows import names
-from workflows.model import AgentRunInput, CancelRequest, ChatMessage, ToolCall, UserMessageInput
+from starter import handle as agent_handle
+from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
+from workflows.model import (
+    AgentRunInput,
+    AgentRunOptions,
+    CancelRequest,
+    ChatMessage,
+    UserMessageInput,
+    describe_validation,
+)
 
 WORKER_WAIT_SECONDS = 30.0
 
@@ -40,30 +47,78 @@ def _failure(err: Exception, workflow_id: str) -> Answer:
         return 409, {"error": reason}
     if isinstance(err, RPCError):
         return _rpc_answer(err, workflow_id)
-    if isinstance(err, TimeoutError):
+    if isinstance(err, TimeoutError | NoWorker):
         return 504, {"error": f"no worker answered within {WORKER_WAIT_SECONDS:.0f}s"}
+    if isinstance(err, AnswerNotDelivered):
+        if err.busy:
+            return 503, {"error": "the run kept refusing the answer: too many requests in flight"}
+        return 504, {"error": f"no worker answered within {err.seconds:.0f}s"}
     raise err
 
 
+def query_failure(err: Exception, workflow_id: str) -> Answer:
+    """A query the run could not answer: as `_failure`, and a query the run's worker does not
+    know (an earlier release) is a 409 saying so."""
+    if isinstance(err, WorkflowQueryFailedError):
+        return 409, {"error": f"run '{workflow_id}' cannot answer this query: {err}"}
+    return _failure(err, workflow_id)
+
+
+START_FIELDS = {"prompt", "system", "options"}
+NOT_FROM_THE_WEB = ("messages", "state", "continued", "tool_approval_responses")
+"""What a start from the web never carries: a conversation other than the prompt, a state or
+hand-over only the workflow itself writes, or answers given before anyone saw the calls."""
+OPTION_FIELDS = set(AgentRunOptions.model_fields) - {"tool_approval_responses"}
+
+
+def start_input(body: Any) -> AgentRunInput | str:
+    """The run a start request asks for, or why it cannot start: `{"prompt": "…", "system"?:
+    "…", "options"?: {…}}`, where options are the run options that carry no answers."""
+    if not isinstance(body, dict):
+        return 'the body must be a JSON object: {"prompt": "…", "system"?: "…", "options"?: {…}}'
+    options = body.get("options")
+    for name in NOT_FROM_THE_WEB:
+        inside = isinstance(options, dict) and name in options
+        if name in body or inside:
+            where = f"'options.{name}'" if inside else f"'{name}'"
+            return (
+                f"{where} cannot be given here: a run started from the web begins with its"
+                " prompt (and system prompt), and every call in it is decided by the rules or a"
+                " person"
+            )
+    unknown = sorted(set(body) - START_FIELDS)
+    if unknown:
+        return f"unknown field '{unknown[0]}' (a start takes prompt, system and options)"
+    prompt, system = body.get("prompt"), body.get("system")
+    if not isinstance(prompt, str) or not prompt.strip():
+        return "'prompt' must be a non-empty string"
+    if system is not None and not isinstance(system, str):
+        return "'system' must be a string"
+    if options is not None and not isinstance(options, dict):
+        return "'options' must be a JSON object"
+    unknown = sorted(set(options or {}) - OPTION_FIELDS)
+    if unknown:
+        return f"unknown option '{unknown[0]}'"
+    try:
+        run_options = AgentRunOptions.model_validate(options or {})
+    except ValidationError as err:
+        return f"invalid options: {describe_validation(err)}"
+    messages = [ChatMessage.system(system)] if system and system.strip() else []
+    return AgentRunInput(messages=[*messages, ChatMessage.user(prompt)], options=run_options)
+
+
 async def start_run(client: Client, queue: str, body: Any) -> Answer:
-    if isinstance(body, dict) and set(body) == {"prompt"}:
-        prompt = body["prompt"]
-        if not isinstance(prompt, str) or not prompt.strip():
-            return 400, {"error": "'prompt' must be a non-empty string"}
-        run_input = AgentRunInput.from_prompt(prompt)
-    else:
-        try:
-            run_input = AgentRunInput.model_validate(body)
-        except (ValidationError, ApplicationError) as err:
-            return 400, {"error": getattr(err, "message", None) or str(err)}
+    run_input = start_input(body)
+    if isinstance(run_input, str):
+        return 400, {"error": run_input}
     workflow_id = f"agent-{uuid.uuid4().hex[:12]}"
     try:
-        handle = await client.start_workflow(
-            names.WORKFLOW_TYPE, run_input, id=workflow_id, task_queue=queue
+        handle = await agent_handle.start_run(
+            client, run_input, workflow_id=workflow_id, task_queue=queue
         )
     except RPCError as err:
         return _rpc_answer(err, workflow_id)
-    return 201, {"workflow_id": workflow_id, "run_id": handle.result_run_id}
+    return 201, {"workflow_id": workflow_id, "run_id": handle.run_id}
 
 
 async def answer(client: Client, workflow_id: str, body: Any, approver: str) -> Answer:
@@ -72,29 +127,28 @@ async def answer(client: Client, workflow_id: str, body: Any, approver: str) -> 
         return 400, {"error": "the body must be a JSON object (a ToolApprovalResponse)"}
     if "approver" in body:
         return 400, {"error": "'approver' is set by the server: it is the signed-in user"}
-    payload = {**body, "approver": approver}
-    handle = client.get_workflow_handle(workflow_id)
+    payload = {**body, "approver": approver}  # the workflow checks the rest, strictly
+    handle = AgentHandle(client, workflow_id, worker_wait=WORKER_WAIT_SECONDS)
     try:
-        remaining: list[ToolCall] = await asyncio.wait_for(
-            handle.execute_update(
-                names.UPDATE_SUBMIT_APPROVAL, payload, result_type=list[ToolCall]
-            ),
-            WORKER_WAIT_SECONDS,
-        )
+        remaining = await handle.answer(payload, patience=WORKER_WAIT_SECONDS)
     except Exception as err:
         return _failure(err, workflow_id)
     return 200, {"pending": [c.model_dump(mode="json") for c in remaining]}
 
 
-async def cancel(client: Client, workflow_id: str, body: Any) -> Answer:
+async def cancel(client: Client, workflow_id: str, body: Any, requested_by: str) -> Answer:
+    """Cancel as `requested_by` (the signed-in user); the body may not name who asks."""
+    body = {} if body is None else body
+    if not isinstance(body, dict):
+        return 400, {"error": 'the body must be a JSON object: {"reason"?: "…", "immediate"?: …}'}
+    if "requested_by" in body:
+        return 400, {"error": "'requested_by' is set by the server: it is the signed-in user"}
     try:
-        request = CancelRequest.model_validate(body if body is not None else {})
+        request = CancelRequest.model_validate({**body, "requested_by": requested_by})
     except ValidationError as err:
-        return 400, {"error": str(err)}
+        return 400, {"error": f"invalid cancel: {describe_validation(err)}"}
     try:
-        await client.get_workflow_handle(workflow_id).signal(
-            names.SIGNAL_CANCEL, request.model_dump(exclude_none=True)
-        )
+        await AgentHandle(client, workflow_id).cancel(request)
     except Exception as err:
         return _failure(err, workflow_id)
     return 200, {"workflow_id": workflow_id, "cancel": request.model_dump()}
@@ -102,17 +156,17 @@ async def cancel(client: Client, workflow_id: str, body: Any) -> Answer:
 
 async def send_message(client: Client, workflow_id: str, body: Any) -> Answer:
     try:
+        message: ChatMessage | str
         if isinstance(body, dict) and "role" in body:
             message = ChatMessage.model_validate(body)
             if message.role != "user":
                 return 400, {"error": "only a user message can be sent"}
-            payload: dict[str, Any] = message.model_dump(mode="json")
         else:
-            payload = UserMessageInput.model_validate(body).model_dump()
+            message = UserMessageInput.model_validate(body).content
     except ValidationError as err:
-        return 400, {"error": str(err)}
+        return 400, {"error": f"invalid message: {describe_validation(err)}"}
     try:
-        await client.get_workflow_handle(workflow_id).signal(names.SIGNAL_SEND_MESSAGE, payload)
+        payload = await AgentHandle(client, workflow_id).say(message)
     except Exception as err:
         return _failure(err, workflow_id)
     return 200, {"workflow_id": workflow_id, "sent": payload}

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -28,27 +28,41 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
-from starter.render import age
+from starter.audit_table import counts_line, dropped_line, tokens_line
+from starter.handle import AgentHandle
+from starter.render import age, audit_arguments, decided_by, event_line, moment
+from starter.request_guards import MIB, AsciiHeaders, LimitedBody, LoopbackHostOnly
+from starter.runs import PAGE_SIZE as RUNS_PAGE_SIZE
+from starter.runs import STATUSES, BadFilter, RunRow, list_runs, parse_filter
+from starter.visible import arguments_display, shorten, text_block, visible
 from starter.web import actions
 from starter.web.auth import (
     CSRF_FIELD,
     SESSION_COOKIE,
     SESSION_SECONDS,
+    TOO_MANY_ATTEMPTS,
     WRONG_CREDENTIALS,
     Signer,
     Throttle,
+    TooManyAttempts,
     UsersFile,
     verify,
 )
-from starter.web.display import arguments_display, arguments_value, cut, visible_json
-from starter.web.hub import Inbox, RunWatch, WaitingRun, Watches
-from starter.web.security import Guard, Identity, LoopbackOnly, SecurityHeaders, cross_site
+from starter.web.hub import Inbox, RunWatch, Watches
+from starter.web.page_links import cursor_of, page_link
+from starter.web.paths import SegmentedPath, path_as_sent, segment, workflow_id_of
+from starter.web.run_counts import OpenRunCounts
+from starter.web.security import Guard, Identity, SecurityHeaders, cross_site
 from workflows import names
-from workflows.model import AgentEvent, AgentStatus, ChatMessage, ToolCall
+from workflows.arguments import arguments_digest
+from workflows.model import ToolCall
 
 STATIC = Path(__file__).parent / "static"
-MAX_BODY_BYTES = 4 * 1024 * 1024
+MAX_BODY_BYTES = 1 * MIB
+"""The largest request body read (`LimitedBody`); a larger one is refused with 413."""
+LOCAL_MODE_HOST = "local mode answers only to a loopback host name"
 SSE_PING_SECONDS = 15.0
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -61,30 +75,24 @@ def _templates() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["cut"] = cut
+    env.filters["cut"] = lambda text, limit=500: shorten(text, limit, counted=False)
     env.filters["args"] = arguments_display
-    env.filters["q"] = lambda value: quote(str(value), safe="")
+    env.filters["visible"] = visible
+    env.filters["text"] = text_block
+    env.filters["q"] = lambda value: segment(str(value))
+    env.filters["digest"] = arguments_digest
     env.filters["age"] = age
     env.filters["iso"] = lambda value: value.isoformat() if value else ""
+    env.filters["when"] = moment
+    env.filters["audit_args"] = audit_arguments
+    env.filters["decided_by"] = decided_by
+    env.globals["counts_line"] = counts_line
+    env.globals["tokens_line"] = tokens_line
+    env.globals["dropped_line"] = dropped_line
     env.globals["uid"] = lambda *parts: hashlib.sha256(
         "\0".join(map(str, parts)).encode()
     ).hexdigest()[:12]
     return env
-
-
-def event_line(event: dict[str, Any]) -> str:
-    """One event for people: its type and its fields, invisible characters made visible."""
-    rest = {k: v for k, v in event.items() if k not in {"seq", "round", "type"}}
-    if "arguments" in rest:  # the parsed JSON that runs, not a string of it
-        rest["arguments"] = arguments_value(rest["arguments"])
-    if isinstance(rest.get("pending"), list):
-        rest["pending"] = [
-            {**c, "arguments": arguments_value(c.get("arguments"))} if isinstance(c, dict) else c
-            for c in rest["pending"]
-        ]
-    if event.get("type") == "text_delta":
-        return f"[r{event.get('round')}] text_delta {cut(str(rest.get('delta', '')), 500)}"
-    return f"[r{event.get('round')}] {event.get('type')} {visible_json(rest)}"
 
 
 class WebApp:
@@ -102,6 +110,8 @@ class WebApp:
         self.guard = guard
         self.inbox = Inbox(client)
         self.watches = Watches(client)
+        self.run_counts = OpenRunCounts(client)
+        self.runs_page_size = RUNS_PAGE_SIZE
         self.throttle = Throttle()
         self.templates = _templates()
 
@@ -121,7 +131,7 @@ class WebApp:
         async def guarded(request: Request) -> Response:
             who = self.guard.identify(request)
             if who is None:
-                target = quote(request.url.path, safe="/")
+                target = quote(path_as_sent(request), safe="")
                 return RedirectResponse(f"/signin?next={target}", status_code=303)
             return await handler(request, who)
 
@@ -143,9 +153,7 @@ class WebApp:
         return guarded
 
     async def json_body(self, request: Request) -> tuple[Any, Response | None]:
-        raw = await request.body()
-        if len(raw) > MAX_BODY_BYTES:
-            return None, JSONResponse({"error": "body too large"}, status_code=413)
+        raw = await request.body()  # at most MAX_BODY_BYTES: LimitedBody read it
         if not raw.strip():
             return None, None
         try:
@@ -172,7 +180,10 @@ class WebApp:
         name = (form.get("username") or [""])[0]
         password = (form.get("password") or [""])[0]
         wants_json = "application/json" in request.headers.get("accept", "")
-        user = await verify(self.guard.users, self.throttle, name, password)
+        try:
+            user = await verify(self.guard.users, self.throttle, name, password)
+        except TooManyAttempts:
+            return JSONResponse({"error": TOO_MANY_ATTEMPTS}, status_code=429)
         if user is None:
             if wants_json:
                 return JSONResponse({"error": WRONG_CREDENTIALS}, status_code=401)
@@ -180,7 +191,7 @@ class WebApp:
                 "signin.html", request, None, error=WRONG_CREDENTIALS, next=_next(request)
             )
             return HTMLResponse(page, status_code=401)
-        session, cookie = self.guard.signer.new_session(user.name)
+        session, cookie = self.guard.signer.new_session(user)
         target = _next(request, form)
         response: Response = RedirectResponse(target, status_code=303)
         if wants_json:
@@ -199,12 +210,17 @@ class WebApp:
         return response
 
     async def signout(self, request: Request) -> Response:
+        """End the session here and on the server: its cookie is refused from now on, also
+        when a copy of it is sent from elsewhere."""
         who = self.guard.identify(request)
         if who is not None:
             form = parse_qs((await request.body())[:65536].decode(errors="replace"))
             given = (form.get(CSRF_FIELD) or [""])[0]
             if self.guard.change_refusal(request, who, given):
                 return JSONResponse({"error": "missing or wrong CSRF token"}, status_code=403)
+            session = self.guard.session(request)
+            if session is not None:
+                self.guard.ended.end(session)
         response = RedirectResponse("/signin", status_code=303)
         response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
         return response
@@ -235,7 +251,7 @@ class WebApp:
         return JSONResponse({"version": version, "html": html, "error": self.inbox.error})
 
     async def run_page(self, request: Request, who: Identity) -> Response:
-        workflow_id = request.path_params["workflow_id"]
+        workflow_id = workflow_id_of(request)
         watch = self.watches.get(workflow_id)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 5.0
@@ -249,30 +265,32 @@ class WebApp:
     def _run_values(self, watch: RunWatch) -> dict[str, Any]:
         state = watch.state
         status = state.status
-        run = None if state.closed else _waiting_run(watch.workflow_id, status, state.messages)
+        run = watch.waiting
         return {
             "workflow_id": watch.workflow_id,
             "status": status,
             "closed": state.closed,
             "messages": state.messages,
-            "events": [(e["seq"], event_line(e)) for e in state.events],
+            "events": [(e.seq, event_line(e)) for e in state.events],
             "run": run,
             "version": watch.changes.version,
             "after": watch.last_seq,
             "pieces": len(state.pieces),
+            "audit": state.audit,
+            "audit_error": state.audit_error,
         }
 
     async def run_live(self, request: Request, who: Identity) -> Response:
         """What changed on a run's page since the viewer's cursors, from the shared watch."""
-        watch = self.watches.get(request.path_params["workflow_id"])
+        watch = self.watches.get(workflow_id_of(request))
         after = _int(request.query_params.get("after"), -1)
         piece = _int(request.query_params.get("piece"), 0)
         seen = _int(request.query_params.get("v"), -1)
         state = watch.state
         events = [
-            {"seq": e["seq"], "type": e["type"], "round": e["round"], "line": event_line(e)}
+            {"seq": e.seq, "type": e.type, "round": e.round, "line": event_line(e)}
             for e in state.events
-            if e["seq"] > after
+            if e.seq > after
         ]
         pieces = [
             {"round": p.round, "text": p.text, "restart": p.restart} for p in state.pieces[piece:]
@@ -290,6 +308,7 @@ class WebApp:
             body["parts"] = {
                 "phase": self.render("_phase.html", request, who, **values),
                 "conversation": self.render("_conversation.html", request, who, **values),
+                "audit": self.render("_audit.html", request, who, **values),
                 "calls": self.render(
                     "_calls.html",
                     request,
@@ -300,25 +319,79 @@ class WebApp:
             }
         return JSONResponse(body)
 
+    async def runs_page(self, request: Request, who: Identity) -> Response:
+        """Recent runs of the namespace, newest first, filtered by status and workflow id."""
+        code, listed = await self._list_runs(request)
+        return HTMLResponse(
+            self.render("runs.html", request, who, statuses=STATUSES, **listed), status_code=code
+        )
+
+    async def _list_runs(self, request: Request) -> tuple[int, dict[str, Any]]:
+        """One page of the runs listing for a request (`status`, `q`, `page`): the HTTP status
+        and what the page and `GET /api/runs` show."""
+        params = request.query_params
+        status, text = params.get("status") or "", params.get("q") or ""
+        listed: dict[str, Any] = {
+            "status": status,
+            "q": text,
+            "rows": [],
+            "next_page": None,
+            "scanned": 0,
+        }
+        try:
+            run_filter = parse_filter(status, text)
+            cursor = cursor_of(self.guard.signer, run_filter, params.get("page"))
+        except BadFilter as err:
+            return 400, {**listed, "error": str(err)}
+        try:
+            page = await list_runs(self.client, run_filter, cursor, page_size=self.runs_page_size)
+        except RPCError as err:
+            hint = ""
+            if err.status == RPCStatusCode.INVALID_ARGUMENT and names.AGENT_STATUS.name in (
+                err.message
+            ):
+                hint = " (start the worker once: it registers the search attributes)"
+            return 502, {**listed, "error": f"cannot list runs: {err.message}{hint}"}
+        rows = await self.run_counts.fill(page.rows)
+        if page.next is not None:
+            listed["next_page"] = page_link(self.guard.signer, run_filter, page.next)
+            listed["next_href"] = "/runs?" + urlencode(
+                {k: v for k, v in (("status", status), ("q", text)) if v}
+                | {"page": listed["next_page"]}
+            )
+        return 200, {**listed, "rows": rows, "scanned": page.scanned, "error": None}
+
     # ------------------------------------------------------------ API
+
+    async def api_runs(self, request: Request, who: Identity) -> Response:
+        code, listed = await self._list_runs(request)
+        if code != 200:
+            return JSONResponse({"error": listed["error"]}, status_code=code)
+        rows: list[RunRow] = listed["rows"]
+        return JSONResponse({"runs": [r.as_json() for r in rows], "next_page": listed["next_page"]})
+
+    async def api_audit(self, request: Request, who: Identity) -> Response:
+        """The run's `audit` query's answer, as it is."""
+        workflow_id = workflow_id_of(request)
+        handle = AgentHandle(self.client, workflow_id, worker_wait=actions.WORKER_WAIT_SECONDS)
+        try:
+            view = await handle.audit()
+        except Exception as err:
+            code, failure = actions.query_failure(err, workflow_id)
+            return JSONResponse(failure, status_code=code)
+        return JSONResponse(view.model_dump(mode="json"))
 
     async def api_pending(self, request: Request, who: Identity) -> Response:
         runs = await self.inbox.fresh()
         return JSONResponse([r.as_json() for r in runs])
 
     async def api_run(self, request: Request, who: Identity) -> Response:
-        workflow_id = request.path_params["workflow_id"]
-        handle = self.client.get_workflow_handle(workflow_id)
+        workflow_id = workflow_id_of(request)
+        handle = AgentHandle(self.client, workflow_id, worker_wait=actions.WORKER_WAIT_SECONDS)
         try:
-            status: AgentStatus = await asyncio.wait_for(
-                handle.query(names.QUERY_STATUS, result_type=AgentStatus), 30
-            )
-            messages: list[ChatMessage] = await asyncio.wait_for(
-                handle.query(names.QUERY_MESSAGES, result_type=list[ChatMessage]), 30
-            )
-            events: list[AgentEvent] = await asyncio.wait_for(
-                handle.query(names.QUERY_EVENTS, -1, result_type=list[AgentEvent]), 30
-            )
+            status = await handle.status()
+            messages = await handle.messages()
+            events = await handle.events(-1)
         except Exception as err:
             code, failure = actions._failure(err, workflow_id)
             return JSONResponse(failure, status_code=code)
@@ -334,7 +407,7 @@ class WebApp:
     async def api_events(self, request: Request, who: Identity) -> Response:
         """Server-sent events: each event's JSON as `data`, its seq as `id`; resumes after
         `Last-Event-ID`; ends after `finished`. Served from the run's shared watch."""
-        watch = self.watches.get(request.path_params["workflow_id"])
+        watch = self.watches.get(workflow_id_of(request))
         after = _int(request.headers.get("last-event-id"), -1)
 
         async def stream() -> AsyncIterator[str]:
@@ -342,10 +415,11 @@ class WebApp:
             while True:
                 watch.viewed()
                 seen = watch.changes.version
-                for event in [e for e in watch.state.events if e["seq"] > last]:
-                    last = event["seq"]
-                    yield f"id: {last}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n"
-                    if event["type"] == "finished":
+                for event in [e for e in watch.state.events if e.seq > last]:
+                    last = event.seq
+                    data = json.dumps(event.model_dump(mode="json"), ensure_ascii=False)
+                    yield f"id: {last}\ndata: {data}\n\n"
+                    if event.type == "finished":
                         return
                 if watch.done:
                     if watch.state.closed:  # ended without `finished` (e.g. terminated)
@@ -370,7 +444,7 @@ class WebApp:
         code, answer = await actions.start_run(self.client, self.queue, body)
         headers = {}
         if code == 201:
-            headers["Location"] = f"/runs/{quote(answer['workflow_id'], safe='')}"
+            headers["Location"] = f"/runs/{segment(answer['workflow_id'])}"
             self.inbox.poke()
         return JSONResponse(answer, status_code=code, headers=headers)
 
@@ -378,7 +452,7 @@ class WebApp:
         body, bad = await self.json_body(request)
         if bad is not None:
             return bad
-        workflow_id = request.path_params["workflow_id"]
+        workflow_id = workflow_id_of(request)
         code, answer = await actions.answer(self.client, workflow_id, body, who.user)
         self.inbox.poke()
         return JSONResponse(answer, status_code=code)
@@ -387,7 +461,7 @@ class WebApp:
         body, bad = await self.json_body(request)
         if bad is not None:
             return bad
-        code, answer = await actions.cancel(self.client, request.path_params["workflow_id"], body)
+        code, answer = await actions.cancel(self.client, workflow_id_of(request), body, who.user)
         self.inbox.poke()
         return JSONResponse(answer, status_code=code)
 
@@ -395,7 +469,7 @@ class WebApp:
         body, bad = await self.json_body(request)
         if bad is not None:
             return bad
-        workflow_id = request.path_params["workflow_id"]
+        workflow_id = workflow_id_of(request)
         code, answer = await actions.send_message(self.client, workflow_id, body)
         return JSONResponse(answer, status_code=code)
 
@@ -409,11 +483,14 @@ class WebApp:
             Route("/signin", self.signin, methods=["POST"]),
             Route("/signout", self.signout, methods=["POST"]),
             Route("/inbox/live", api(self.inbox_live, changes=False)),
+            Route("/runs", page(self.runs_page)),
             Route("/runs/{workflow_id}", page(self.run_page)),
             Route("/runs/{workflow_id}/live", api(self.run_live, changes=False)),
             Route("/api/pending", api(self.api_pending, changes=False)),
+            Route("/api/runs", api(self.api_runs, changes=False), methods=["GET"]),
             Route("/api/runs", api(self.api_start, changes=True), methods=["POST"]),
             Route("/api/runs/{workflow_id}", api(self.api_run, changes=False)),
+            Route("/api/runs/{workflow_id}/audit", api(self.api_audit, changes=False)),
             Route("/api/runs/{workflow_id}/events", api(self.api_events, changes=False)),
             Route(
                 "/api/runs/{workflow_id}/approvals",
@@ -442,30 +519,13 @@ class WebApp:
             finally:
                 await self.inbox.stop()
                 await self.watches.stop()
+                await self.run_counts.stop()
 
-        app: ASGIApp = Starlette(routes=self.routes(), lifespan=lifespan)
+        app: ASGIApp = SegmentedPath(Starlette(routes=self.routes(), lifespan=lifespan))
+        app = LimitedBody(app, MAX_BODY_BYTES)
         if self.guard.local:
-            app = LoopbackOnly(app)
-        return SecurityHeaders(app)
-
-
-def _waiting_run(
-    workflow_id: str, status: AgentStatus | None, messages: list[ChatMessage]
-) -> WaitingRun | None:
-    from starter.web.hub import context_of
-
-    if status is None or status.phase != "awaiting_approval" or not status.pending_approvals:
-        return None
-    first, text = context_of(messages, status.pending_approvals)
-    return WaitingRun(
-        workflow_id,
-        None,
-        status.awaiting_since,
-        status.round,
-        status.pending_approvals,
-        first,
-        text,
-    )
+            app = LoopbackHostOnly(app, LOCAL_MODE_HOST)
+        return SecurityHeaders(AsciiHeaders(app))
 
 
 def _int(value: str | None, default: int) -> int:

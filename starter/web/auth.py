@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
+import logging
 import os
 import re
 import secrets
 import time
-from collections import deque
-from collections.abc import Callable
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 ENV_USERS_FILE = "AGENT_WEB_USERS_FILE"
 ENV_SECRET = "AGENT_WEB_SECRET"
@@ -34,7 +38,10 @@ SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
 FAILURES_BEFORE_SLOWDOWN = 5
 FAILURE_WINDOW_SECONDS = 60.0
 SLOWDOWN_SECONDS = 1.0
+MAX_WAITING_PER_NAME = 8
+MAX_REMEMBERED_NAMES = 10_000
 WRONG_CREDENTIALS = "wrong username or password"
+TOO_MANY_ATTEMPTS = "too many sign-in attempts for this name at once: try again in a minute"
 
 
 class UsersFileError(ValueError):
@@ -122,14 +129,14 @@ class UsersFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._stamp: tuple[float, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._users: dict[str, User] = {}
         self.reload()
 
     def reload(self) -> None:
         try:
             stat = self.path.stat()
-            stamp = (stat.st_mtime, stat.st_size)
+            stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
             if stamp != self._stamp:
                 self._users = parse_users(self.path.read_text())
                 self._stamp = stamp
@@ -155,45 +162,104 @@ class UsersFile:
 _DUMMY_HASH = hash_password("not a password", salt=b"\0" * 16)
 
 
+class TooManyAttempts(Exception):
+    """Too many sign-in attempts for one name are already waiting their turn."""
+
+
+@dataclass
+class _NameRecord:
+    failures: deque[float] = field(default_factory=lambda: deque(maxlen=FAILURES_BEFORE_SLOWDOWN))
+    """The times of the last few failures (only the last FAILURES_BEFORE_SLOWDOWN matter)."""
+    in_flight: int = 0
+    """Attempts being checked right now: each counts as a failure until it is known."""
+    waiting: int = 0
+    last_slot: float = float("-inf")
+    """When the latest slowed attempt for this name was let through."""
+
+
+@dataclass
+class Attempt:
+    """One sign-in attempt inside `Throttle.attempt`; call `failed()` when it failed."""
+
+    did_fail: bool = False
+
+    def failed(self) -> None:
+        self.did_fail = True
+
+
 @dataclass
 class Throttle:
-    """After FAILURES_BEFORE_SLOWDOWN failures for a name within a minute, every further attempt
-    for that name waits SLOWDOWN_SECONDS first (right password or not)."""
+    """After FAILURES_BEFORE_SLOWDOWN failures for a name within a minute (attempts still being
+    checked count as failures), further attempts for that name are let through one at a time,
+    SLOWDOWN_SECONDS apart, whether they come one after the other or all at once; at most
+    MAX_WAITING_PER_NAME wait, the rest are refused at once (TooManyAttempts). At most
+    MAX_REMEMBERED_NAMES names are remembered, the least recently failed forgotten first, so
+    every attempt costs the same however many names were tried."""
 
     clock: Callable[[], float] = time.monotonic
-    _failures: dict[str, deque[float]] = field(default_factory=dict)
+    max_names: int = MAX_REMEMBERED_NAMES
+    _names: OrderedDict[str, _NameRecord] = field(default_factory=OrderedDict)
 
-    def delay(self, name: str) -> float:
-        recent = self._recent(name)
-        return SLOWDOWN_SECONDS if len(recent) >= FAILURES_BEFORE_SLOWDOWN else 0.0
+    def remembered(self) -> int:
+        """How many names the throttle holds."""
+        return len(self._names)
 
-    def failed(self, name: str) -> None:
-        self._recent(name).append(self.clock())
+    def _record(self, name: str) -> _NameRecord:
+        record = self._names.get(name)
+        if record is None:
+            record = self._names[name] = _NameRecord()
+            while len(self._names) > self.max_names:
+                self._names.popitem(last=False)
+        return record
 
-    def _recent(self, name: str) -> deque[float]:
-        if len(self._failures) > 10_000:  # many names: forget the quiet ones
-            for key in [k for k, v in self._failures.items() if not v]:
-                del self._failures[key]
-        found = self._failures.setdefault(name, deque())
-        horizon = self.clock() - FAILURE_WINDOW_SECONDS
-        while found and found[0] < horizon:
-            found.popleft()
-        return found
+    def _slowed(self, record: _NameRecord, now: float) -> bool:
+        horizon = now - FAILURE_WINDOW_SECONDS
+        recent = sum(1 for at in record.failures if at >= horizon)
+        return recent + record.in_flight >= FAILURES_BEFORE_SLOWDOWN
+
+    @contextlib.asynccontextmanager
+    async def attempt(self, name: str) -> AsyncIterator[Attempt]:
+        """Wait for this name's turn, then check inside the block; raises TooManyAttempts."""
+        record = self._record(name)
+        now = self.clock()
+        if self._slowed(record, now):
+            if record.waiting >= MAX_WAITING_PER_NAME:
+                raise TooManyAttempts(name)
+            slot = max(now, record.last_slot) + SLOWDOWN_SECONDS
+            record.last_slot = slot
+            record.waiting += 1
+            try:
+                await asyncio.sleep(slot - now)
+            finally:
+                record.waiting -= 1
+        record.in_flight += 1
+        attempt = Attempt()
+        try:
+            yield attempt
+        finally:
+            record.in_flight -= 1
+            if attempt.did_fail:
+                record.failures.append(self.clock())
+                if name in self._names:
+                    self._names.move_to_end(name)
+                else:  # forgotten meanwhile: remembered again, as the newest
+                    self._names[name] = record
+                    while len(self._names) > self.max_names:
+                        self._names.popitem(last=False)
 
 
 async def verify(users: UsersFile, throttle: Throttle, name: str, password: str) -> User | None:
-    """The user when the name and password match; the same slow work for an unknown name."""
-    wait = throttle.delay(name)
-    if wait:
-        await asyncio.sleep(wait)
-    user = users.users().get(name)
-    ok = await asyncio.to_thread(
-        check_password, password, user.password_hash if user else _DUMMY_HASH
-    )
-    if user is None or not ok:
-        throttle.failed(name)
-        return None
-    return user
+    """The user when the name and password match; the same slow work for an unknown name.
+    Raises TooManyAttempts when too many attempts for this name already wait."""
+    async with throttle.attempt(name) as attempt:
+        user = users.users().get(name)
+        ok = await asyncio.to_thread(
+            check_password, password, user.password_hash if user else _DUMMY_HASH
+        )
+        if user is None or not ok:
+            attempt.failed()
+            return None
+        return user
 
 
 @dataclass(frozen=True)
@@ -201,6 +267,76 @@ class Session:
     user: str
     sid: str
     expires: int
+    user_stamp: str
+    """A digest of the user's password hash when the session began: a new password (`web
+    add-user` again) ends every session begun before it."""
+
+
+class EndedSessions:
+    """Sessions ended by signing out before they expired: refused until they would have expired.
+    With a `path`, kept in that file too, so a sign-out holds across restarts (sessions outlive
+    a restart when `AGENT_WEB_SECRET` is set); a file that cannot be written keeps them in
+    memory only, with one warning."""
+
+    def __init__(self, path: Path | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self._clock = clock
+        self._ended: dict[str, int] = {}
+        self._warned = False
+        if path is not None and path.exists():
+            try:
+                for line in path.read_text().splitlines():
+                    sid, _, expires = line.partition(" ")
+                    if sid and expires.isdigit():
+                        self._ended[sid] = int(expires)
+            except OSError as err:
+                self._warn(f"cannot read {path}: {err.strerror or err}")
+            self._prune()
+            self._write_all()
+
+    def __contains__(self, sid: object) -> bool:
+        return isinstance(sid, str) and sid in self._ended
+
+    def __len__(self) -> int:
+        return len(self._ended)
+
+    def end(self, session: Session) -> None:
+        self._prune()
+        self._ended[session.sid] = session.expires
+        if self.path is None:
+            return
+        try:
+            with self.path.open("a") as handle:
+                handle.write(f"{session.sid} {session.expires}\n")
+        except OSError as err:
+            self._warn(f"cannot write {self.path}: {err.strerror or err}")
+
+    def _prune(self) -> None:
+        now = self._clock()
+        self._ended = {sid: at for sid, at in self._ended.items() if at > now}
+
+    def _write_all(self) -> None:
+        if self.path is None:
+            return
+        text = "".join(f"{sid} {at}\n" for sid, at in self._ended.items())
+        try:
+            temporary = self.path.with_name(self.path.name + ".tmp")
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(text)
+            os.replace(temporary, self.path)
+        except OSError as err:
+            self._warn(f"cannot write {self.path}: {err.strerror or err}")
+
+    def _warn(self, message: str) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning("signed-out sessions are kept in memory only: %s", message)
+
+
+def _ascii_equal(given: str, expected: str) -> bool:
+    """A constant-time comparison that takes any text (a header may hold anything)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected.encode())
 
 
 class Signer:
@@ -219,29 +355,58 @@ class Signer:
     def _mac(self, data: bytes) -> str:
         return base64.urlsafe_b64encode(hmac.new(self._key, data, hashlib.sha256).digest()).decode()
 
-    def new_session(self, user: str, now: float | None = None) -> tuple[Session, str]:
+    def sign(self, purpose: str, data: bytes) -> str:
+        """A signature of `data` for one purpose (a signature for one is no good for another)."""
+        return self._mac(purpose.encode() + b"|" + data)
+
+    def signed(self, purpose: str, data: bytes, signature: str) -> bool:
+        return signature.isascii() and _ascii_equal(signature, self.sign(purpose, data))
+
+    def user_stamp(self, user: User) -> str:
+        """What a session of `user` carries to show it began under the current password."""
+        return self._mac(b"user|" + user.name.encode() + b"|" + user.password_hash.encode())[:22]
+
+    def new_session(self, user: User, now: float | None = None) -> tuple[Session, str]:
         session = Session(
-            user, secrets.token_urlsafe(16), int((now or time.time()) + SESSION_SECONDS)
+            user.name,
+            secrets.token_urlsafe(16),
+            int((now or time.time()) + SESSION_SECONDS),
+            self.user_stamp(user),
         )
-        body = json.dumps({"u": session.user, "s": session.sid, "e": session.expires})
+        body = json.dumps(
+            {"u": session.user, "s": session.sid, "e": session.expires, "p": session.user_stamp}
+        )
         data = base64.urlsafe_b64encode(body.encode())
         return session, f"{data.decode()}.{self._mac(data)}"
 
     def read_session(self, cookie: str | None, now: float | None = None) -> Session | None:
-        if not cookie or "." not in cookie:
+        """The session a cookie holds when its signature is right and it has not expired (the
+        caller checks the user, the stamp and whether it was ended)."""
+        if not cookie or "." not in cookie or not cookie.isascii():
             return None
         data, _, mac = cookie.rpartition(".")
-        if not hmac.compare_digest(mac, self._mac(data.encode())):
+        if not _ascii_equal(mac, self._mac(data.encode())):
             return None
         try:
             body = json.loads(base64.urlsafe_b64decode(data.encode()))
-            session = Session(str(body["u"]), str(body["s"]), int(body["e"]))
+            session = Session(str(body["u"]), str(body["s"]), int(body["e"]), str(body["p"]))
         except (ValueError, KeyError, TypeError):
             return None
         return session if session.expires > (now or time.time()) else None
+
+    def session_of(self, cookie: str | None, users: dict[str, User]) -> Session | None:
+        """The live session of a cookie: signed, not expired, of a user who still exists and
+        whose password has not changed since."""
+        session = self.read_session(cookie)
+        if session is None:
+            return None
+        user = users.get(session.user)
+        if user is None or not _ascii_equal(session.user_stamp, self.user_stamp(user)):
+            return None
+        return session
 
     def csrf_token(self, sid: str) -> str:
         return self._mac(b"csrf|" + sid.encode())
 
     def csrf_ok(self, sid: str, given: str | None) -> bool:
-        return bool(given) and hmac.compare_digest(self.csrf_token(sid), given or "")
+        return bool(given) and _ascii_equal(given or "", self.csrf_token(sid))

@@ -1,11 +1,15 @@
 """What the server shares among its viewers, so that the cost to Temporal does not grow with them:
 
-- `Inbox`: one poll loop for every inbox page: a visibility query on the search attributes
-  (`AgentStatus="awaiting_approval"`) plus a `status` query per waiting run, about once a second
-  while anyone looks at an inbox. Pages read its snapshot, never Temporal.
-- `RunWatch`: one live stream subscription per watched run (`starter.live.follow`), whatever the
-  number of its viewers. Each subscription holds one of the run's long-poll updates, and a run
+- `Inbox`: one poll loop for every inbox page around the one waiting-runs listing
+  (`starter.inbox`): the visibility query, then each run's details, asked concurrently and in
+  the background, each bounded, keeping the last good answer of a run whose worker does not
+  answer. About once a second while anyone looks at an inbox; pages read its snapshot, never
+  Temporal.
+- `RunWatch`: one follower per watched run (`starter.watch`), whatever the number of its
+  viewers. Its live stream subscription holds one of the run's long-poll updates, and a run
   admits only a few of those: answers (`submit_approval`) need the rest.
+
+Events stay the workflow's typed models here; they become JSON at the HTTP edge.
 """
 
 from __future__ import annotations
@@ -13,70 +17,47 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowExecution,
+    WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter import live
-from starter.inbox import INBOX_QUERY
-from workflows import names
-from workflows.model import AgentEvent, AgentStatus, ChatMessage, FinishedEvent, ToolCall
+from starter.handle import AgentHandle, NoWorker
+from starter.inbox import (
+    Context,
+    RunGone,
+    WaitingRun,
+    context_of,
+    details,
+    list_waiting,
+    newest_wait_first,
+    unavailable,
+)
+from starter.watch import Ended, Quiet, Restart, Text, watch
+from workflows.model import AgentEvent, AgentStatus, AuditView, ChatMessage, FinishedEvent
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
-WAITING_QUERY = INBOX_QUERY
 INBOX_POLL_SECONDS = 0.8
 INBOX_IDLE_SECONDS = 30.0
 """The inbox stops polling Temporal when nobody looked for this long."""
 QUERY_TIMEOUT_SECONDS = 5.0
 RETRY_SECONDS = 10.0
 """A run whose `status` query timed out is asked again only after this long."""
-QUERY_CONCURRENCY = 8
+QUERY_CONCURRENCY = 16
+DETAILS_WAIT_SECONDS = 0.5
+"""How long a poll waits for the runs' answers before it lists what it has."""
 WATCH_IDLE_SECONDS = 60.0
 """A run's subscription ends when none of its viewers asked for this long."""
-FALLBACK_POLL_SECONDS = 1.0
 
-
-async def _bounded(what: Awaitable[T]) -> T:
-    return await asyncio.wait_for(what, QUERY_TIMEOUT_SECONDS)
-
-
-@dataclass(frozen=True)
-class WaitingRun:
-    """A run in the inbox: what `starter pending --json` prints, plus the context for people."""
-
-    workflow_id: str
-    run_id: str | None
-    awaiting_since: datetime | None
-    round: int
-    pending: list[ToolCall]
-    first_user: str
-    round_text: str
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "workflow_id": self.workflow_id,
-            "run_id": self.run_id,
-            "awaiting_since": self.awaiting_since.isoformat() if self.awaiting_since else None,
-            "pending": [c.model_dump(mode="json") for c in self.pending],
-        }
-
-
-def context_of(messages: list[ChatMessage], pending: list[ToolCall]) -> tuple[str, str]:
-    """The run's first user message and the assistant's text of the round that asked."""
-    first = next((m.content for m in messages if m.role == "user"), "")
-    ids = {c.id for c in pending}
-    text = ""
-    for message in reversed(messages):
-        if message.role == "assistant" and any(c.id in ids for c in message.tool_calls or []):
-            text = message.content
-            break
-    return first, text
+Key = tuple[str, str]
 
 
 class Changes:
@@ -111,9 +92,12 @@ class Inbox:
         """Moves after every poll."""
         self.polls = 0
         self.error: str | None = None
-        self._context: dict[tuple[str, str | None, int], tuple[str, str]] = {}
-        self._last: dict[tuple[str, str | None], WaitingRun] = {}
-        self._retry_at: dict[tuple[str, str | None], float] = {}
+        self._last: dict[Key, WaitingRun | None] = {}
+        """Each listed run's last good details (None: it does not wait for a person)."""
+        self._context: dict[tuple[str, str, int | None], Context] = {}
+        self._retry_at: dict[Key, float] = {}
+        self._asking: dict[Key, asyncio.Task[None]] = {}
+        self._gate = asyncio.Semaphore(QUERY_CONCURRENCY)
         self._wanted = asyncio.Event()
         self._poke = asyncio.Event()
         self._fresh_at = -1e9
@@ -124,10 +108,11 @@ class Inbox:
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in [self._task, *self._asking.values()]:
+            if task:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     def viewed(self) -> None:
         self._seen_at = self._clock()
@@ -173,61 +158,81 @@ class Inbox:
                 await asyncio.wait_for(self._poke.wait(), INBOX_POLL_SECONDS)
 
     async def _poll(self) -> list[WaitingRun]:
-        executions = [e async for e in self._client.list_workflows(WAITING_QUERY)]
-        gate = asyncio.Semaphore(QUERY_CONCURRENCY)
-
-        async def one(workflow_id: str, run_id: str | None) -> WaitingRun | None:
-            known = self._last.get((workflow_id, run_id))
-            if self._clock() < self._retry_at.get((workflow_id, run_id), -1e9):
-                return known  # its worker did not answer lately: not every poll waits for it
-            async with gate:
-                handle = self._client.get_workflow_handle(workflow_id, run_id=run_id)
-                try:
-                    status: AgentStatus = await _bounded(
-                        handle.query(names.QUERY_STATUS, result_type=AgentStatus)
-                    )
-                except RPCError:
-                    return None  # it finished between the listing and the query
-                except Exception:  # no worker answered: list what was known, ask again later
-                    self._retry_at[(workflow_id, run_id)] = self._clock() + RETRY_SECONDS
-                    return known
-                self._retry_at.pop((workflow_id, run_id), None)
-                if status.phase != "awaiting_approval" or not status.pending_approvals:
-                    return None
-                key = (workflow_id, run_id, status.round)
-                if key not in self._context:
-                    try:
-                        history: list[ChatMessage] = await _bounded(
-                            handle.query(names.QUERY_MESSAGES, result_type=list[ChatMessage])
-                        )
-                    except Exception:
-                        history = []
-                    self._context[key] = context_of(history, status.pending_approvals)
-                first, text = self._context[key]
-                return WaitingRun(
-                    workflow_id,
-                    run_id,
-                    status.awaiting_since,
-                    status.round,
-                    status.pending_approvals,
-                    first,
-                    text,
-                )
-
-        found = await asyncio.gather(*(one(e.id, e.run_id) for e in executions))
-        runs = [r for r in found if r is not None]
-        self._last = {(r.workflow_id, r.run_id): r for r in runs}
-        listed = {(e.id, e.run_id) for e in executions}
+        """List the waiting runs, ask each for its details concurrently, and wait for the
+        answers at most DETAILS_WAIT_SECONDS: a run whose worker does not answer is asked in
+        the background (each query bounded) and keeps its last good answer meanwhile, so it
+        never holds up the list for the others."""
+        listed = {(e.id, e.run_id): e for e in await list_waiting(self._client)}
+        now = self._clock()
+        for key, execution in listed.items():
+            if key not in self._asking and now >= self._retry_at.get(key, -1e9):
+                self._asking[key] = asyncio.create_task(self._ask(key, execution))
+        in_flight = [self._asking[key] for key in listed if key in self._asking]
+        if in_flight:
+            await asyncio.wait(in_flight, timeout=DETAILS_WAIT_SECONDS)
+        self._last = {k: v for k, v in self._last.items() if k in listed}
         self._retry_at = {k: v for k, v in self._retry_at.items() if k in listed}
-        live_keys = {(r.workflow_id, r.run_id, r.round) for r in runs}
-        self._context = {k: v for k, v in self._context.items() if k in live_keys}
-        runs.sort(key=lambda r: r.awaiting_since.timestamp() if r.awaiting_since else 0.0)
-        runs.reverse()  # newest wait first
-        return runs
+        runs = [
+            self._last[key] if key in self._last else unavailable(execution)
+            for key, execution in listed.items()
+        ]
+        shown = [run for run in runs if run is not None]
+        live = {(r.workflow_id, r.run_id, r.round) for r in shown}
+        self._context = {
+            k: v for k, v in self._context.items() if k in live or k[:2] in self._asking
+        }
+        return newest_wait_first(shown)
+
+    async def _ask(self, key: Key, execution: WorkflowExecution) -> None:
+        """One run's details, into `_last` (None: it no longer waits); on no answer, the last
+        good one stays and the run is asked again after RETRY_SECONDS."""
+        try:
+            async with self._gate:
+                run = await details(
+                    self._client,
+                    execution,
+                    seconds=QUERY_TIMEOUT_SECONDS,
+                    with_context=self._context_missing(execution),
+                )
+        except RunGone:
+            run = None  # it finished between the listing and the query
+        except Exception as err:  # no worker answered in time: keep what was known
+            log.debug("no status for %s: %s", execution.id, err)
+            self._retry_at[key] = self._clock() + RETRY_SECONDS
+            return
+        finally:
+            self._asking.pop(key, None)
+        self._retry_at.pop(key, None)
+        run = self._with_context(run)
+        if key in self._last and self._last[key] == run:
+            return
+        self._last[key] = run
+        self._poke.set()  # the list changed: show it without waiting for the next poll
+
+    def _context_missing(self, execution: WorkflowExecution) -> bool:
+        """Whether this run's context is to be asked for (once per run and round)."""
+        known = self._last.get((execution.id, execution.run_id))
+        return known is None or (execution.id, execution.run_id, known.round) not in self._context
+
+    def _with_context(self, run: WaitingRun | None) -> WaitingRun | None:
+        """The run with the context of its round, kept from an earlier answer when it did not
+        come with this one."""
+        if run is None:
+            return None
+        key = (run.workflow_id, run.run_id, run.round)
+        if run.context is not None:
+            self._context[key] = run.context
+            return run
+        known = self._context.get(key)
+        if known is None:
+            return run
+        return WaitingRun(
+            run.workflow_id, run.run_id, run.pending_count, run.status, run.first_run_id, known
+        )
 
 
 def _shown(runs: list[WaitingRun]) -> list[tuple[Any, ...]]:
-    return [(r.as_json(), r.first_user, r.round_text) for r in runs]
+    return [(r.as_json(), r.first_user, r.round_text, r.first_run_id) for r in runs]
 
 
 @dataclass
@@ -241,36 +246,37 @@ class Piece:
 
 @dataclass
 class RunState:
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[AgentEvent] = field(default_factory=list)
     pieces: list[Piece] = field(default_factory=list)
     status: AgentStatus | None = None
     messages: list[ChatMessage] = field(default_factory=list)
     closed: str | None = None
     """The run's closed status when it ended without a `finished` event."""
+    audit: AuditView | None = None
+    """Every decision of the run so far (its `audit` query), the last good answer."""
+    audit_error: str | None = None
+    """Why the last `audit` query got no answer."""
 
 
 class RunWatch:
-    """One run, watched: its events and live text, from one subscription shared by its viewers."""
+    """One run, watched: its events and live text, from one follower shared by its viewers."""
 
     def __init__(self, client: Client, workflow_id: str, clock: Callable[[], float]) -> None:
         self.workflow_id = workflow_id
         self.state = RunState()
         self.changes = Changes()
-        self.subscriptions = 0
-        """Live stream subscriptions this watch holds right now (never more than one)."""
-        self.subscriptions_opened = 0
         self._client = client
+        self._handle = AgentHandle(client, workflow_id, worker_wait=QUERY_TIMEOUT_SECONDS)
         self._clock = clock
         self._seen_at = clock()
-        self._queue: asyncio.Queue[AgentEvent | Piece | None] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
+        self._refresher: asyncio.Task[None] | None = None
+        self._refresh_wanted = asyncio.Event()
         self.done = False
         self.missing = False
         """No run has this workflow id."""
-
-    @property
-    def handle(self) -> WorkflowHandle[Any, Any]:
-        return self._client.get_workflow_handle(self.workflow_id)
+        self.first_run_id: str | None = None
+        """The run chain's first run id, as the page shows it (what an answer carries)."""
 
     def viewed(self) -> None:
         self._seen_at = self._clock()
@@ -280,34 +286,58 @@ class RunWatch:
 
     @property
     def last_seq(self) -> int:
-        return int(self.state.events[-1]["seq"]) if self.state.events else -1
+        return self.state.events[-1].seq if self.state.events else -1
 
-    def finished(self) -> bool:
-        return self.done
+    @property
+    def waiting(self) -> WaitingRun | None:
+        """The run as an inbox entry while it waits for a person, else None."""
+        status = self.state.status
+        if self.state.closed or status is None or status.phase != "awaiting_approval":
+            return None
+        if not status.pending_approvals:
+            return None
+        return WaitingRun(
+            self.workflow_id,
+            "",
+            len(status.pending_approvals),
+            status,
+            status.run_id or self.first_run_id,
+            context_of(self.state.messages, status.pending_approvals),
+        )
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._refresher):
+            if task:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def _run(self) -> None:
         try:
-            await self._fill()
-            await self._refresh()
-            if self._ended():
-                return
-            consumer = asyncio.create_task(self._consume())
-            try:
-                await self._subscribe()
-            finally:
-                self._queue.put_nowait(None)
-            await consumer  # everything the stream delivered is applied
-            if not self._ended():
-                await self._poll_until_end()
+            await self._refresh()  # the first look, for the first page
+            self._refresher = asyncio.create_task(self._refresh_when_wanted())
+            items = watch(self._client, self.workflow_id, skip_streamed_text=False)
+            async with contextlib.aclosing(items):
+                async for item in items:
+                    if isinstance(item, Text):
+                        self.state.pieces.append(Piece(item.round, item.text))
+                    elif isinstance(item, Restart):
+                        self.state.pieces.append(Piece(item.round, "", True))
+                    elif isinstance(item, Quiet):
+                        continue
+                    elif isinstance(item, Ended):
+                        if item.closed_status is not None:
+                            self.state.closed = item.closed_status.lower()
+                        await self._refresh()
+                    else:
+                        self.state.events.append(item)
+                        self._refresh_wanted.set()
+                        if isinstance(item, FinishedEvent):
+                            await self._refresh()
+                    self.changes.bump()
         except asyncio.CancelledError:
             raise
         except RPCError as err:
@@ -318,104 +348,61 @@ class RunWatch:
             log.warning("watching %s failed: %s", self.workflow_id, err)
             self.state.closed = self.state.closed or f"cannot watch: {type(err).__name__}"
         finally:
+            if self._refresher:
+                self._refresher.cancel()
             self.done = True
             self.changes.bump()
 
-    def _ended(self) -> bool:
-        return self.state.closed is not None or any(
-            e["type"] == "finished" for e in self.state.events[-1:]
-        )
-
-    async def _subscribe(self) -> None:
-        self.subscriptions += 1
-        self.subscriptions_opened += 1
-        try:
-            await live.follow(
-                self._client,
-                self.workflow_id,
-                on_delta=lambda round_, text: self._queue.put_nowait(Piece(round_, text)),
-                on_event=self._queue.put_nowait,
-                on_restart=lambda round_: self._queue.put_nowait(Piece(round_, "", True)),
-                skip_streamed_text=False,
-            )
-        except live.StreamEndedError:
-            pass
-        except Exception as err:  # a worker without the stream: poll the event log instead
-            log.info("stream of %s unavailable (%s): polling its events", self.workflow_id, err)
-        finally:
-            self.subscriptions -= 1
-
-    async def _consume(self) -> None:
-        while (item := await self._queue.get()) is not None:
-            await self._apply(item)
-
-    async def _apply(self, item: AgentEvent | Piece) -> None:
-        if isinstance(item, Piece):
-            self.state.pieces.append(item)
+    async def _refresh_when_wanted(self) -> None:
+        """Refresh the status and messages after new events, one refresh at a time however
+        many events arrive meanwhile."""
+        while True:
+            await self._refresh_wanted.wait()
+            self._refresh_wanted.clear()
+            try:
+                await self._refresh()
+            except Exception as err:  # the next event asks again
+                log.debug("refreshing %s failed: %s", self.workflow_id, err)
             self.changes.bump()
-            return
-        if item.seq <= self.last_seq:
-            return  # already known from the event log
-        if item.seq > self.last_seq + 1:
-            await self._fill()  # the stream's retained tail began later: the log has the rest
-            if item.seq <= self.last_seq:
-                return
-        self.state.events.append(item.model_dump(mode="json"))
-        if self._queue.empty() or isinstance(item, FinishedEvent):
-            await self._refresh()
-        self.changes.bump()
-
-    async def _fill(self) -> None:
-        events: list[AgentEvent] = await _bounded(
-            self.handle.query(names.QUERY_EVENTS, self.last_seq, result_type=list[AgentEvent])
-        )
-        for event in events:
-            if event.seq > self.last_seq:
-                self.state.events.append(event.model_dump(mode="json"))
-        self.changes.bump()
 
     async def _refresh(self) -> None:
-        """The run's status and messages, once for all viewers."""
+        """The run's status, messages and audit, once for all viewers. A run that closed
+        without its worker answering keeps what was known, with its closed status."""
         try:
-            self.state.status = await _bounded(
-                self.handle.query(names.QUERY_STATUS, result_type=AgentStatus)
-            )
-            self.state.messages = await _bounded(
-                self.handle.query(names.QUERY_MESSAGES, result_type=list[ChatMessage])
-            )
+            status = await self._handle.status()
+            if status.run_id is None and self.first_run_id is None:
+                self.first_run_id = await self._handle.first_run_id()
+            messages = await self._handle.messages()
         except Exception:
-            description = await self.handle.describe()
-            if description.status != WorkflowExecutionStatus.RUNNING:
-                if not self._ended_by_finished():
-                    name = description.status.name if description.status else "CLOSED"
-                    self.state.closed = name.lower()
-            else:
+            description = await self._handle.describe()
+            if description.status == WorkflowExecutionStatus.RUNNING:
                 raise
-        self.changes.bump()
+            if not any(isinstance(e, FinishedEvent) for e in self.state.events[-1:]):
+                name = description.status.name if description.status else "CLOSED"
+                self.state.closed = name.lower()
+            return
+        audit, audit_error = await self._read_audit()
+        self.state.status, self.state.messages = status, messages
+        self.state.audit = audit or self.state.audit
+        self.state.audit_error = audit_error
 
-    def _ended_by_finished(self) -> bool:
-        return any(e["type"] == "finished" for e in self.state.events[-1:])
+    async def _read_audit(self) -> tuple[AuditView | None, str | None]:
+        """The run's decisions, or why there are none: asked apart, so a run whose worker cannot
+        answer the `audit` query (an earlier release) still shows its phase and conversation."""
+        try:
+            return await self._handle.audit(), None
+        except Exception as err:
+            log.debug("no audit for %s: %s", self.workflow_id, err)
+            return None, audit_unavailable(err)
 
-    async def _poll_until_end(self) -> None:
-        """The stream ended without `finished` (a terminated run), or cannot be read."""
-        while not self._ended():
-            description = await self.handle.describe()
-            if description.status != WorkflowExecutionStatus.RUNNING:
-                with contextlib.suppress(Exception):
-                    await self._fill()
-                if not self._ended_by_finished():
-                    name = description.status.name if description.status else "CLOSED"
-                    self.state.closed = name.lower()
-                self.changes.bump()
-                return
-            before = self.last_seq
-            try:
-                await self._fill()
-            except Exception:
-                await self._refresh()
-            if self.last_seq != before:
-                await self._refresh()
-            await asyncio.sleep(FALLBACK_POLL_SECONDS)
+
+def audit_unavailable(err: Exception) -> str:
+    """Why a run's audit could not be read, for people."""
+    if isinstance(err, WorkflowQueryFailedError):
+        return f"this run cannot answer the audit query: {err}"
+    if isinstance(err, NoWorker):
+        return "no worker answered the audit query in time"
+    return f"cannot read the audit: {type(err).__name__}"
 
 
 class Watches:
@@ -430,18 +417,18 @@ class Watches:
         return asyncio.get_running_loop().time()
 
     def get(self, workflow_id: str) -> RunWatch:
-        watch = self._watches.get(workflow_id)
+        watch_ = self._watches.get(workflow_id)
         failed = (
-            watch is not None and watch.done and (watch.state.closed or "").startswith("cannot")
+            watch_ is not None and watch_.done and (watch_.state.closed or "").startswith("cannot")
         )
-        if watch is None or failed:
-            watch = RunWatch(self._client, workflow_id, self._clock)
-            self._watches[workflow_id] = watch
-            watch.start()
-        watch.viewed()
+        if watch_ is None or failed:
+            watch_ = RunWatch(self._client, workflow_id, self._clock)
+            self._watches[workflow_id] = watch_
+            watch_.start()
+        watch_.viewed()
         if self._janitor is None:
             self._janitor = asyncio.create_task(self._sweep())
-        return watch
+        return watch_
 
     def peek(self, workflow_id: str) -> RunWatch | None:
         return self._watches.get(workflow_id)
@@ -449,14 +436,14 @@ class Watches:
     async def _sweep(self) -> None:
         while True:
             await asyncio.sleep(WATCH_IDLE_SECONDS / 4)
-            for workflow_id, watch in list(self._watches.items()):
-                if watch.idle():
+            for workflow_id, watch_ in list(self._watches.items()):
+                if watch_.idle():
                     del self._watches[workflow_id]
-                    await watch.stop()
+                    await watch_.stop()
 
     async def stop(self) -> None:
         if self._janitor:
             self._janitor.cancel()
-        for watch in list(self._watches.values()):
-            await watch.stop()
+        for watch_ in list(self._watches.values()):
+            await watch_.stop()
         self._watches.clear()

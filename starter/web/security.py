@@ -9,14 +9,14 @@ machine is the operating-system user, and a request that changes anything is ref
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from starter.web.auth import CSRF_HEADER, SESSION_COOKIE, Signer, UsersFile
+from starter.web.auth import CSRF_HEADER, SESSION_COOKIE, EndedSessions, Session, Signer, UsersFile
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:;"
@@ -37,6 +37,8 @@ class Guard:
     signer: Signer
     users: UsersFile | None
     local_user: str
+    ended: EndedSessions = field(default_factory=EndedSessions)
+    """Sessions signed out before they expired."""
 
     @property
     def local(self) -> bool:
@@ -49,10 +51,16 @@ class Guard:
         if header[:7].lower() == "bearer ":
             user = self.users.by_token(header[7:].strip())
             return Identity(user.name, "token") if user else None
-        session = self.signer.read_session(request.cookies.get(SESSION_COOKIE))
-        if session is None or session.user not in self.users.users():
+        session = self.session(request)
+        return Identity(session.user, "session", session.sid) if session else None
+
+    def session(self, request: Request) -> Session | None:
+        """The request's live session: signed, not expired, not signed out, and begun under
+        its user's current password."""
+        if self.users is None:
             return None
-        return Identity(session.user, "session", session.sid)
+        found = self.signer.session_of(request.cookies.get(SESSION_COOKIE), self.users.users())
+        return None if found is None or found.sid in self.ended else found
 
     def csrf_for(self, identity: Identity) -> str:
         return self.signer.csrf_token(identity.sid) if identity.sid else ""
@@ -82,43 +90,6 @@ def cross_site(request: Request) -> str | None:
         if origin == "null" or urlsplit(origin).netloc.lower() != own:
             return f"refused: a request from another site (Origin: {origin})"
     return None
-
-
-def loopback_host(host_header: str) -> bool:
-    """Whether a `Host` header names this machine (`localhost`, 127.0.0.0/8, `[::1]`)."""
-    from starter.codec_server import is_loopback
-
-    host = host_header.strip().lower()
-    if host.startswith("["):
-        host = host[1 : host.find("]")] if "]" in host else host
-    elif host.count(":") == 1:
-        host = host.split(":", 1)[0]
-    return is_loopback(host)
-
-
-class LoopbackOnly:
-    """Local mode answers only requests addressed to a loopback name: a page of another site
-    whose name was made to resolve to 127.0.0.1 (DNS rebinding) is refused."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope.get("headers") or [])
-            host = headers.get(b"host", b"").decode("latin-1")
-            if not loopback_host(host):
-                body = b'{"error": "local mode answers only to a loopback host name"}'
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 403,
-                        "headers": [(b"content-type", b"application/json")],
-                    }
-                )
-                await send({"type": "http.response.body", "body": body})
-                return
-        await self.app(scope, receive, send)
 
 
 class SecurityHeaders:

@@ -15,11 +15,19 @@ import uvicorn
 from temporalio.client import Client
 
 from runtime.connect import connect, connect_config, task_queue
-from starter.codec_server import is_loopback, listen
+from starter.codec_server import listen
 from starter.errors import cannot_reach
 from starter.follow import default_approver
+from starter.request_guards import is_loopback
 from starter.web.app import build_app
-from starter.web.auth import ENV_USERS_FILE, Signer, UsersFile, UsersFileError, add_user
+from starter.web.auth import (
+    ENV_USERS_FILE,
+    EndedSessions,
+    Signer,
+    UsersFile,
+    UsersFileError,
+    add_user,
+)
 from starter.web.security import Guard
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
@@ -43,7 +51,13 @@ def make_guard(host: str, environ: dict[str, str] | os._Environ[str]) -> Guard:
         users = UsersFile(Path(path))
     except UsersFileError as err:
         raise StartError(f"{ENV_USERS_FILE}: {err}") from None
-    return Guard(Signer.from_env(dict(environ)), users, default_approver())
+    ended = EndedSessions(ended_sessions_file(Path(path)))
+    return Guard(Signer.from_env(dict(environ)), users, default_approver(), ended)
+
+
+def ended_sessions_file(users_file: Path) -> Path:
+    """Where the sessions signed out before they expired are kept: beside the users file."""
+    return users_file.with_name(users_file.name + ".ended-sessions")
 
 
 async def serve(host: str, port: int, client: Client | None = None) -> int:

@@ -25,6 +25,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.settings import Settings
 from tests.helpers import events, status, wait_for_phase, wait_until
 from worker import run_worker
+from workflows.arguments import arguments_digest
 from workflows.model import AgentRunResult
 
 REPO = Path(__file__).resolve().parents[2]
@@ -166,14 +167,16 @@ async def test_reject_with_reason(agent: Agent) -> None:
 
 async def test_cancel_while_waiting(agent: Agent) -> None:
     workflow_id = await start_waiting(agent, "Please delete notes.txt", "call_2")
-    result = await agent.cli("cancel", workflow_id, "--reason", "changed my mind")
+    result = await agent.cli(
+        "cancel", workflow_id, "--reason", "changed my mind", USER="ann", LOGNAME="ann"
+    )
     assert result.code == 0, result
     assert f"cancel requested for {workflow_id}" in result.stdout
 
     watched = await agent.cli("watch", workflow_id)
     assert watched.code == 3, watched  # followed a run that ended cancelled
     assert watched.stdout.splitlines()[-2:] == [
-        "[r1] error: Agent run cancelled",
+        "[r1] error: Agent run cancelled by ann: changed my mind",
         "finished: cancelled",
     ]
     assert (agent.workspace / "notes.txt").exists()
@@ -337,7 +340,7 @@ async def test_update_rejected_shows_the_workflows_reason(agent: Agent) -> None:
 
     late = await agent.cli("approve", workflow_id, "call_2")
     assert late.code == 1
-    assert f"run '{workflow_id}' has already finished (completed); cannot approve" in late.stderr
+    assert f"run '{workflow_id}' has already finished (stop); cannot approve" in late.stderr
 
 
 def _closed_port() -> int:
@@ -414,3 +417,62 @@ async def test_interactive_run_at_a_terminal(agent: Agent) -> None:
     assert "[r1] approval call_2 rejected by carol: keep the logs" in seen
     assert "Your reason: keep the logs" in seen
     assert (agent.workspace / "logs").exists()
+
+
+async def answers_sent(agent: Agent, workflow_id: str) -> list[dict[str, Any]]:
+    """The `submit_approval` payloads the run accepted, as its history holds them."""
+    history = await agent.handle(workflow_id).fetch_history()
+    sent: list[dict[str, Any]] = []
+    for event in history.events:
+        if event.HasField("workflow_execution_update_accepted_event_attributes"):
+            request = event.workflow_execution_update_accepted_event_attributes.accepted_request
+            if request.input.name == "submit_approval":
+                sent += await agent.client.data_converter.decode(request.input.args.payloads)
+    return sent
+
+
+async def test_approve_names_the_run_and_the_arguments_it_answers(agent: Agent) -> None:
+    workflow_id = await start_waiting(agent, "Please delete the logs folder", "call_2")
+    result = await agent.cli("approve", workflow_id, "call_2", "--approver", "ann")
+    assert result.code == 0, result
+    assert 'approve call_2 delete_path {"path": "logs"}' in result.stdout  # what it answered
+    [sent] = await answers_sent(agent, workflow_id)
+    description = await agent.handle(workflow_id).describe()
+    assert sent["run_id"] == description.raw_description.workflow_execution_info.first_run_id
+    assert sent["arguments_sha256"] == arguments_digest({"path": "logs"})
+    assert (await agent.handle(workflow_id).result()).finish_reason == "stop"
+
+
+async def test_the_prompt_at_a_terminal_answers_the_call_it_showed(agent: Agent) -> None:
+    """The answer given at the interactive prompt carries the run it was shown from and the
+    digest of the arguments it showed."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    workflow_id = new_id()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "starter", "run", "--id", workflow_id, "run: echo shown",
+        cwd=REPO, env=agent.env(USER="dora", LOGNAME="dora"), stdin=terminal,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    os.close(terminal)
+    seen = ""
+    try:
+        assert proc.stdout is not None
+        while "[n]o / [s]kip: " not in seen:
+            chunk = await asyncio.wait_for(proc.stdout.read(256), 30)
+            assert chunk, seen
+            seen += chunk.decode()
+        assert 'approve call_1 run_command {"command": "echo shown"}?' in seen
+        os.write(controller, b"y\n")
+        assert await asyncio.wait_for(proc.wait(), 30) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        os.close(controller)
+    [sent] = await answers_sent(agent, workflow_id)
+    description = await agent.handle(workflow_id).describe()
+    first_run = description.raw_description.workflow_execution_info.first_run_id
+    assert (sent["approver"], sent["run_id"]) == ("dora", first_run)
+    assert sent["arguments_sha256"] == arguments_digest('{"command": "echo shown"}')

@@ -199,7 +199,7 @@ async def test_cli_approve_reject_and_cancel(client):
         )
         result2 = await cli.json("workflow", "result", "--workflow-id", wid2)
         assert result2["result"]["finish_reason"] == "cancelled"
-        assert result2["result"]["error"] == "Agent run cancelled"
+        assert result2["result"]["error"] == "Agent run cancelled: changed my mind"
         described = await cli.json("workflow", "describe", "--workflow-id", wid2)
         assert described["workflowExecutionInfo"]["status"].endswith("COMPLETED")
         evs = await cli.query(wid2, "events", "--input", "-1")

@@ -48,6 +48,8 @@ FIGURES = [
     "mcp.per_call",
     "store.round_trip.file",
     "store.round_trip.s3",
+    "observability.per_round",
+    "observability.worker_cpu_per_round",
 ]
 
 

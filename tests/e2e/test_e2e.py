@@ -7,6 +7,7 @@ rejection (the reason reaches the model's reply, nothing deleted) and a cancella
 from __future__ import annotations
 
 import asyncio
+import getpass
 import os
 import re
 import sys
@@ -174,7 +175,7 @@ async def test_the_story_over_http(deployment: Deployment) -> None:
     watched = await d.cli("watch", run3)
     assert watched.code == 3, watched
     assert watched.stdout.splitlines()[-2:] == [
-        "[r1] error: Agent run cancelled",
+        f"[r1] error: Agent run cancelled by {getpass.getuser()}",  # the starter's OS user
         "finished: cancelled",
     ]
     assert (d.workspace / "notes.txt").exists()

@@ -89,8 +89,9 @@ class ManagedProcess:
             return list(self.lines)
 
     def stderr_tail(self, chars: int = 2000) -> str:
+        """The end of what the process wrote to stderr (it writes to the file itself: nothing of
+        it is buffered here, and the file may be read after `stop` closed our handle)."""
         with contextlib.suppress(OSError):
-            self._stderr.flush()
             return self.stderr_path.read_text(errors="replace")[-chars:]
         return ""
 

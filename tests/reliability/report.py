@@ -32,6 +32,14 @@ SUITES = [
         "Sent as users send it (the `temporal` CLI, `python -m starter`) or by the model "
         "(the fake OpenAI server).",
     ),
+    (
+        "hostile",
+        "Hostile input",
+        "Sent by someone who may start, answer or edit a run (the `temporal` CLI) to get past "
+        "the worker's enforced rules, a person or a changed call, and a small model's habits; "
+        "real processes: the dev server, `python worker.py` with an `AGENT_POLICY_FILE`, the fake "
+        "OpenAI server.",
+    ),
 ]
 CELL_LIMIT = 600
 

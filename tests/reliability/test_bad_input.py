@@ -8,6 +8,7 @@ and finishes normally. Each test records what it did and saw in results.json (se
 from __future__ import annotations
 
 import asyncio
+import getpass
 import json
 import uuid
 from collections.abc import AsyncIterator
@@ -382,7 +383,7 @@ async def test_cancel_twice(scripted: InProcessWorker, env_address: str, record:
     result, log = await finished_well(handle, "cancelled")
     errors = [e.message for e in log if e.type == "error"]
     row.saw(f"error events: {errors}; finish_reason={result.finish_reason}")
-    assert errors == ["Agent run cancelled"]
+    assert errors == [f"Agent run cancelled by {getpass.getuser()}: stop"]  # the starter's user
     assert lines(out) == []
     assert [m.role for m in result.messages] == ["user", "assistant"]
     row.checked("one `error` event, finished `cancelled`, nothing ran; second cancel harmless")

@@ -91,3 +91,31 @@ def test_a_provider_that_says_too_long_lowers_the_window_and_the_reserve():
     guessed = context.lowered(lower, 4_000, 7, window=None, prompt_tokens=None)
     assert guessed.window == 2_048 and guessed.too_long == 2  # never raised by a guess
     assert context.learn(guessed, 300, 9).too_long == 0
+
+
+def test_a_summary_reaches_into_the_last_rounds_only_when_nothing_else_makes_room():
+    # One round, then five long user messages (sent while a call waited): the last rounds hold
+    # everything, so the summary must take the older of those messages, and no more than needed.
+    messages = session(1, 50) + [ChatMessage.user(f"{i}" * 3_000) for i in range(5)]
+    ctx = ContextState(window=100_000)
+    plain = context.summary_range(messages, ctx, keep_rounds=3)
+    assert plain is None  # the usual rule finds nothing to summarise
+
+    def fits_last(kept: int):
+        return lambda span: len(messages) - span.last <= kept
+
+    span = context.summary_range(messages, ctx, keep_rounds=3, fits=fits_last(2))
+    assert span is not None and (span.first, span.last) == (2, len(messages) - 2)
+    assert span.count == 5  # the round (call and result together) and three user messages
+    # However little fits, the last turn stays in the view.
+    never = context.summary_range(messages, ctx, keep_rounds=3, fits=lambda _s: False)
+    assert never is not None and never.last == len(messages) - 1
+
+
+def test_a_summary_never_ends_between_a_call_and_its_results():
+    messages = session(3, 50)
+    ends = context.summary_ends(messages, 2)
+    assert all(messages[i].role != "tool" for i in ends)
+    never = context.summary_range(messages, ContextState(window=1_000), 3, fits=lambda _s: False)
+    assert never is not None and messages[never.last].role == "assistant"  # the last round whole
+    assert never.last == len(messages) - 2

@@ -87,14 +87,14 @@ def test_every_hidden_character_is_escaped(char: str) -> None:
 def test_visible_leaves_ordinary_text_alone() -> None:
     text = "héllo wörld — 日本語 ✓ \\ path"
     assert visible(text) == text
-    assert visible("\x1b[31mred\x1b[0m") == "\\x1b[31mred\\x1b[0m"
+    assert visible("\x1b[31mred\x1b[0m") == "\\u001b[31mred\\u001b[0m"
     assert visible("abc\u202edef") == "abc\\u202edef"
-    assert visible("\x9b31m") == "\\x9b31m"
+    assert visible("\x9b31m") == "\\u009b31m"
 
 
 def test_model_text_keeps_lines_and_tabs_only() -> None:
     assert text_block("one\r\ntwo\n\tthree") == "one\ntwo\n\tthree"
-    assert text_block("fake\rreal\x1b[2J") == "fake\\rreal\\x1b[2J"
+    assert text_block("fake\rreal\x1b[2J") == "fake\\rreal\\u001b[2J"
 
 
 def test_transcript_lines_escape_everything_a_person_reads() -> None:
@@ -122,13 +122,33 @@ def test_transcript_lines_escape_everything_a_person_reads() -> None:
     lines = [event_line(e) for e in (pending, tool_call, approval, warning, delta)]
     for line in lines:
         assert shown_raw(line.replace("\n", "").replace("\t", "")) == [], line
-    assert call_text(call) == 'call_1\\x1b[8m run_command {"command": "ls"}'
+    assert call_text(call) == 'call_1\\u001b[8m run_command {"command": "ls"}'
     assert '{"command": "ls"}' in lines[1]
-    assert "rejected by ann\\u202e: no\\x1b[2K\\rapproved, all fine" in lines[2]
-    assert lines[4] == "assistant: line one\nline\ttwo\\x1b[1A\\x1b[2K"
+    assert "rejected by ann\\u202e: no\\u001b[2K\\rapproved, all fine" in lines[2]
+    assert lines[4] == "assistant: line one\nline\ttwo\\u001b[1A\\u001b[2K"
 
     history = message_lines(
         ChatMessage(role="assistant", content="ok\x1b[2J", tool_calls=[call])
     ) + message_lines(ChatMessage.tool(call, "out\r\x1b[2Kput"))
     for line in history:
         assert shown_raw(line) == [], line
+
+
+def test_a_compaction_event_says_what_the_model_sees_now():
+    from starter.render import event_line
+    from workflows.model import CompactionEvent
+
+    line = event_line(
+        CompactionEvent(
+            round=2,
+            before_tokens=2310,
+            after_tokens=1210,
+            dropped_results=3,
+            summarised_messages=6,
+            cut_results=0,
+        )
+    )
+    assert line == (
+        "[r2] compaction: the model's view 2,310 → 1,210 tokens (3 old result(s) dropped,"
+        " 6 message(s) summarised)"
+    )

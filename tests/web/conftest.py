@@ -26,8 +26,10 @@ from temporalio.client import (
     ListWorkflowsInput,
     OutboundInterceptor,
     QueryWorkflowInput,
+    StartWorkflowInput,
     StartWorkflowUpdateInput,
     WorkflowExecutionAsyncIterator,
+    WorkflowHandle,
     WorkflowUpdateHandle,
 )
 
@@ -52,6 +54,8 @@ class PollCounter:
     started: collections.Counter[str] = field(default_factory=collections.Counter)
     calls: collections.Counter[str] = field(default_factory=collections.Counter)
     """Every visibility listing and query the server made (`list`, `query:status`, …)."""
+    listings: list[str] = field(default_factory=list)
+    """The query of every visibility listing, in order."""
 
 
 class _Counting(OutboundInterceptor):
@@ -61,7 +65,12 @@ class _Counting(OutboundInterceptor):
 
     def list_workflows(self, input: ListWorkflowsInput) -> WorkflowExecutionAsyncIterator:
         self._counter.calls["list"] += 1
+        self._counter.listings.append(input.query or "")
         return super().list_workflows(input)
+
+    async def start_workflow(self, input: StartWorkflowInput) -> WorkflowHandle[Any, Any]:
+        self._counter.calls["start"] += 1
+        return await super().start_workflow(input)
 
     async def query_workflow(self, input: QueryWorkflowInput) -> Any:
         self._counter.calls[f"query:{input.query}"] += 1

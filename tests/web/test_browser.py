@@ -18,7 +18,9 @@ from temporalio.client import Client, WorkflowHandle
 
 from tests.fake_openai import Slow, text, tool_calls
 from tests.helpers import events, of_type, wait_for_phase, wait_until
+from tests.helpers import status as status_of
 from tests.web.conftest import CHROMIUM, PASSWORD, Served, Worker, serve_web
+from workflows.arguments import arguments_digest
 from workflows.model import AgentRunInput, AgentRunOptions, AgentRunResult
 
 pytestmark = pytest.mark.web
@@ -93,17 +95,34 @@ async def tidy(worker: Worker) -> AsyncIterator[None]:
 
 
 async def start(
-    client: Client, worker: Worker, prompt: str, options: AgentRunOptions | None = None
+    client: Client,
+    worker: Worker,
+    prompt: str,
+    options: AgentRunOptions | None = None,
+    *,
+    workflow_id: str | None = None,
 ) -> WorkflowHandle[Any, AgentRunResult]:
     handle = await client.start_workflow(
         "AgentWorkflow",
         AgentRunInput.from_prompt(prompt, options),
-        id=f"agent-web-{uuid.uuid4().hex[:10]}",
+        id=workflow_id or f"agent-web-{uuid.uuid4().hex[:10]}",
         task_queue=worker.queue,
         result_type=AgentRunResult,
     )
     _started.append(handle)
     return handle
+
+
+async def signals_sent(client: Client, workflow_id: str, name: str) -> list[Any]:
+    """The payloads of the signals `name` the run received, as its history holds them."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    sent: list[Any] = []
+    for event in history.events:
+        if event.HasField("workflow_execution_signaled_event_attributes"):
+            signal = event.workflow_execution_signaled_event_attributes
+            if signal.signal_name == name:
+                sent += await client.data_converter.decode(signal.input.payloads)
+    return sent
 
 
 def call_of(page: Page, workflow_id: str, call_id: str | None = None) -> Locator:
@@ -263,7 +282,7 @@ async def test_start_a_run_and_watch_its_text_while_the_model_streams(
 ) -> None:
     worker.fake.enqueue(Slow(chunks=40, delay=0.15, piece="tick "))
     await page.goto("/")
-    await page.get_by_label("Prompt").fill("tell me slowly")
+    await page.get_by_label("Prompt", exact=True).fill("tell me slowly")
     await page.get_by_role("button", name="Start run").click()
     await expect(page).to_have_url(re.compile(r"/runs/agent-[0-9a-f]+$"))
     workflow_id = page.url.rsplit("/", 1)[1]
@@ -279,6 +298,21 @@ async def test_start_a_run_and_watch_its_text_while_the_model_streams(
     assert served.polls.most[workflow_id] == 1
 
 
+async def test_start_a_run_with_a_system_prompt(client: Client, page: Page) -> None:
+    await page.goto("/")
+    await page.get_by_label("Prompt", exact=True).fill("list")
+    await page.get_by_label("System prompt").fill("Answer in one line.")
+    await page.get_by_role("button", name="Start run").click()
+    await expect(page).to_have_url(re.compile(r"/runs/agent-[0-9a-f]+$"))
+    handle = client.get_workflow_handle(page.url.rsplit("/", 1)[1], result_type=AgentRunResult)
+    result = await handle.result()
+    assert [(m.role, m.content) for m in result.messages[:2]] == [
+        ("system", "Answer in one line."),
+        ("user", "list"),
+    ]
+    await expect(page.locator("[data-finish-reason]")).to_have_text("stop")
+
+
 async def test_cancel_run_from_its_page(client: Client, worker: Worker, page: Page) -> None:
     worker.fake.enqueue(Slow(chunks=600, delay=0.1, piece="tock "))
     handle = await start(client, worker, "a long story")
@@ -289,6 +323,8 @@ async def test_cancel_run_from_its_page(client: Client, worker: Worker, page: Pa
     assert result.finish_reason == "cancelled"
     await expect(page.locator("[data-phase]")).to_have_attribute("data-phase", "finished")
     await expect(page.locator("[data-finish-reason]")).to_have_text("cancelled")
+    [sent] = await signals_sent(client, handle.id, "cancel")
+    assert (sent["immediate"], sent["requested_by"]) == (True, "alice")  # the signed-in user
 
 
 async def test_send_a_message_to_a_session(client: Client, worker: Worker, page: Page) -> None:
@@ -402,16 +438,79 @@ async def test_an_answer_sends_arguments_only_when_edited_and_remember_when_tick
         await wait_until(lambda: len(sent) == 3)
     finally:
         await page.unroute("**/api/runs/*/approvals")
+    # Every answer names the run and the arguments it was shown (the model's, also when the
+    # person edited them), so it cannot land on another run or another call.
     assert sent == [
-        {"call_id": plain_call, "approved": True, "reason": "looks fine"},
+        {
+            "call_id": plain_call,
+            "approved": True,
+            "reason": "looks fine",
+            "run_id": plain.result_run_id,
+            "arguments_sha256": arguments_digest('{"command": "echo plain"}'),
+        },
         {
             "call_id": edited_call,
             "approved": True,
             "arguments": '{"command": "echo after"}',
             "remember": True,
+            "run_id": edited.result_run_id,
+            "arguments_sha256": arguments_digest('{"command": "echo before"}'),
         },
-        {"call_id": refused_call, "approved": False},  # a rejection runs nothing: no arguments
+        {  # a rejection runs nothing: no arguments
+            "call_id": refused_call,
+            "approved": False,
+            "run_id": refused.result_run_id,
+            "arguments_sha256": arguments_digest('{"command": "echo refused"}'),
+        },
     ]
+
+
+async def test_an_answer_to_a_run_that_replaced_the_one_shown_is_refused(
+    client: Client, worker: Worker, page: Page
+) -> None:
+    """The card shows `ls -la`; meanwhile another run takes the workflow id and waits on `rm -rf
+    important` under the same call id. Approve on the card must not run the other call."""
+    important = worker.workspace / "important"
+    important.mkdir(exist_ok=True)
+    (important / "keep.txt").write_text("keep me\n")
+    workflow_id = f"agent-web-{uuid.uuid4().hex[:10]}"
+    worker.fake.enqueue(tool_calls(("call_1", "run_command", '{"command": "ls -la"}')))
+    shown = await start(client, worker, "look around", workflow_id=workflow_id)
+    call_id = await waiting_call(shown)
+    await page.goto("/")
+    item = call_of(page, workflow_id, call_id)
+    await expect(item.locator("pre.arguments")).to_have_text('{"command": "ls -la"}')
+    await page.route("**/inbox/live*", lambda route: route.abort())  # the card stays as shown
+    try:
+        await shown.terminate("replaced")
+        worker.fake.enqueue(
+            tool_calls(("call_1", "run_command", '{"command": "rm -rf important"}')),
+            text("removed"),
+        )
+        replaced = await start(client, worker, "clean up", workflow_id=workflow_id)
+        assert await waiting_call(replaced) == call_id
+        await item.get_by_role("button", name="Approve").click()
+        await expect(page.get_by_role("alert")).to_contain_text("changed since it was shown")
+    finally:
+        await page.unroute("**/inbox/live*")
+    assert (important / "keep.txt").exists()
+    assert await approvals(replaced) == []  # nothing was recorded for the other run
+    assert (await status_of(replaced)).phase == "awaiting_approval"
+
+
+async def test_a_run_whose_workflow_id_has_slashes_opens_and_is_answered(
+    client: Client, worker: Worker, page: Page
+) -> None:
+    workflow_id = f"team/web/{uuid.uuid4().hex[:8]}"
+    handle = await start(client, worker, "run: echo slashes", workflow_id=workflow_id)
+    call_id = await waiting_call(handle)
+    await page.goto("/")
+    await call_of(page, workflow_id, call_id).get_by_role("link", name=workflow_id).click()
+    await expect(page).to_have_url(re.compile(r"/runs/team%2Fweb%2F[0-9a-f]+$"))
+    await expect(page.locator("h1.run-title")).to_have_text(workflow_id)
+    await call_of(page, workflow_id, call_id).get_by_role("button", name="Approve").click()
+    assert (await handle.result()).finish_reason == "stop"
+    await expect(page.locator("[data-finish-reason]")).to_have_text("stop")
 
 
 async def test_the_pages_load_nothing_from_another_origin(

@@ -227,7 +227,15 @@ async def test_the_json_api_and_its_server_sent_events(
 
         [entry] = await wait_until(listed)
         # The objects `python -m starter pending --json` prints.
-        assert set(entry) == {"workflow_id", "run_id", "awaiting_since", "pending"}
+        assert set(entry) == {
+            "workflow_id",
+            "run_id",
+            "awaiting_since",
+            "pending_count",
+            "pending",
+            "decided",
+            "details",
+        }
         assert entry["run_id"] == handle.result_run_id
         assert entry["pending"][0]["name"] == "run_command"
         call_id = entry["pending"][0]["id"]
@@ -449,11 +457,11 @@ async def test_the_web_command_serves_until_sigterm(client: Client, worker: Work
         assert "local mode" in banner, banner
         url = banner.split(" at ", 1)[1].split()[0].rstrip("/")
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-            body = {"messages": [{"role": "user", "content": "list"}], "options": {"max_rounds": 3}}
+            body = {"prompt": "list", "options": {"max_rounds": 3}}
             created = await http.post("/api/runs", json=body)
             assert created.status_code == 201, created.text
-            invalid = await http.post("/api/runs", json={"messages": "nope"})
-            assert invalid.status_code == 400 and "AgentRunInput" in invalid.json()["error"]
+            invalid = await http.post("/api/runs", json={"prompt": "list", "options": []})
+            assert invalid.status_code == 400 and "options" in invalid.json()["error"]
             result = await client.get_workflow_handle(created.json()["workflow_id"]).result()
             assert result["finish_reason"] == "stop"
             assert "local mode" in (await http.get(created.headers["location"])).text

@@ -83,10 +83,12 @@ async def test_list_tools_and_all(workspace):
         "call_llm",
         "summarize_conversation",
         "execute_tool",
+        "notify",
     ]
     setup = await env.run(acts.worker_setup)
     assert [s.name for s in setup.tools] == [s.name for s in specs]
     assert (setup.context_tokens, setup.conversation_bytes) == (128_000, 1_400_000)
+    assert setup.notify is False  # no AGENT_NOTIFY_URL
 
 
 async def test_execute_tool_heartbeats_and_cancellation_kills_the_command(workspace):

@@ -6,35 +6,17 @@ long is asked again with a smaller view."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
-from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from tests.fakes import FakeAgentActivities, calls, text
-from tests.helpers import events, of_type, start_run, worker_for
+from tests.fakes import BigTools, FakeAgentActivities, calls, text
+from tests.helpers import events, of_type, start_run, wait_for_phase, worker_for
 from workflows import names
 from workflows.context import SUMMARY_PREFIX
 from workflows.conversation import invariant_violations
-from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage, ToolRequest
-
-
-class BigTools(FakeAgentActivities):
-    """Tools that answer with `size` characters each."""
-
-    size: int = 6_000
-
-    def activities(self) -> list[Any]:
-        base = super().activities()
-
-        @activity.defn(name=names.ACTIVITY_EXECUTE_TOOL)
-        async def execute_tool(request: ToolRequest) -> str:
-            self.tool_requests.append(request)
-            return json.dumps({"ok": True, "data": f"{request.call_id}:" + "y" * self.size})
-
-        return [*base[:-1], execute_tool]
+from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
 
 
 def reads(count: int, saying: str = "") -> list[Any]:
@@ -159,3 +141,32 @@ async def test_a_prompt_that_alone_is_too_big_ends_the_run_saying_both_sizes(
     assert result.error is not None and "Context window exceeded" in result.error
     assert f"window of {window} tokens" in result.error
     assert fake.llm_requests == []
+
+
+async def test_long_messages_sent_while_a_call_waits_are_summarised_down_to_the_newest(
+    client, task_queue
+):
+    # The last rounds alone are past the window (many long messages in one turn): the older of
+    # them are summarised too, the newest stay whole, and the run goes on.
+    fake = FakeAgentActivities(
+        replies=[calls(("c1", "run_command", '{"command": "ls"}')), text("done")],
+        context_tokens=16_000,
+    )
+    fake.client = client
+    run_input = AgentRunInput.from_prompt("wait for me")
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, run_input)
+        await wait_for_phase(handle, "awaiting_approval")
+        for i in range(6):
+            await handle.signal("send_message", {"content": f"note {i}: " + "m" * 9_000})
+        await handle.signal("tool_approval", {"call_id": "c1", "approved": True})
+        result = await handle.result()
+        log = await events(handle)
+    assert result.finish_reason == "stop", result.error
+    [compaction] = [c for c in of_type(log, "compaction") if c.summarised_messages]
+    assert compaction.after_tokens <= 0.8 * 16_000 < compaction.before_tokens
+    sent = fake.llm_prefixes[-1]
+    assert sent[-1].content.startswith("note 5: ")  # the newest message whole
+    assert not any(m.content.startswith("note 0: ") for m in sent)  # the oldest summarised
+    assert len([m for m in result.messages if m.content.startswith("note ")]) == 6  # all kept
+    assert invariant_violations([m for m in sent if m.role != "system"]) == []

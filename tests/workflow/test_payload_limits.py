@@ -19,7 +19,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
-from tests.fakes import FakeAgentActivities, calls, text
+from tests.fakes import FakeAgentActivities, base_execute, calls, text
 from tests.helpers import events, of_type, start_run, status, wait_for_phase, wait_until, worker_for
 from workflows import bounds
 from workflows.agent import AgentWorkflow
@@ -81,7 +81,8 @@ class BigResults(FakeAgentActivities):
             self.tool_requests.append(request)
             return json.dumps({"ok": True, "data": "y" * 15_000})
 
-        return [*base[:-1], execute_tool]
+        replaced = base_execute(base)
+        return [a for a in base if a is not replaced] + [execute_tool]
 
 
 async def test_many_large_messages_during_an_approval_wait(client, task_queue):

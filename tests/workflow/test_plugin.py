@@ -34,6 +34,7 @@ async def test_a_worker_gets_the_workflow_the_activities_and_the_heartbeat_tunin
         names.ACTIVITY_CALL_LLM,
         names.ACTIVITY_SUMMARIZE,
         names.ACTIVITY_EXECUTE_TOOL,
+        names.ACTIVITY_NOTIFY,
     ]
     for key, value in heartbeat_tuning().items():
         assert config[key] == value  # type: ignore[literal-required]

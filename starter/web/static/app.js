@@ -1,4 +1,4 @@
-// The inbox and run pages, live without reload. Everything comes from this server: the inbox
+// The inbox and run pages, live without reload (the runs page is plain HTML and links). Everything comes from this server: the inbox
 // list from its shared poll, a run's events and text from its one shared stream subscription.
 (function () {
   "use strict";
@@ -34,8 +34,17 @@
     return (result.data && result.data.error) || ("request failed (" + result.status + ")");
   }
 
+  // A call is the same call only in the same run with the same arguments: when another run
+  // took the workflow id, or the arguments changed, its element is replaced, never kept.
+  // A workflow id as one path segment (as the server's `segment`): an id of dots only too.
+  function segment(id) {
+    const encoded = encodeURIComponent(id);
+    return /^\.+$/.test(encoded) ? encoded.replace(/\./g, "%2E") : encoded;
+  }
+
   function keyOf(el) {
-    return el.getAttribute("data-workflow-id") + "\u0000" + el.getAttribute("data-call-id");
+    return ["data-workflow-id", "data-call-id", "data-run-id", "data-arguments-sha256"]
+      .map(function (name) { return el.getAttribute(name) || ""; }).join("\u0000");
   }
 
   // Replace the calls in `container` by those of `html`, keeping the elements that stay (and
@@ -102,7 +111,10 @@
   async function answer(form, submitter) {
     const approved = !!submitter && submitter.value === "true";
     const callId = form.elements["call_id"].value;
+    // The answer is for the call that was shown: its run and a digest of its arguments.
     const payload = { call_id: callId, approved: approved };
+    if (form.elements["run_id"].value) payload.run_id = form.elements["run_id"].value;
+    payload.arguments_sha256 = form.elements["arguments_sha256"].value;
     const reason = form.elements["reason"].value.trim();
     if (reason) payload.reason = reason;
     const args = form.elements["arguments"];
@@ -122,7 +134,10 @@
   }
 
   async function start(form) {
-    const result = await send("/api/runs", { prompt: form.elements["prompt"].value });
+    const payload = { prompt: form.elements["prompt"].value };
+    const system = form.elements["system"].value;
+    if (system.trim()) payload.system = system;
+    const result = await send("/api/runs", payload);
     if (!result.ok) { show("alert", failure(result)); return; }
     window.location.assign(result.location);
   }
@@ -183,7 +198,7 @@
     const events = document.getElementById("events");
     const liveText = document.getElementById("live-text");
     loop(async function () {
-      const url = "/runs/" + encodeURIComponent(id) + "/live?after=" + after + "&piece=" + piece + "&v=" + encodeURIComponent(version);
+      const url = "/runs/" + segment(id) + "/live?after=" + after + "&piece=" + piece + "&v=" + encodeURIComponent(version);
       const response = await fetch(url, { credentials: "same-origin" });
       if (!response.ok) return true;
       const data = await response.json();
@@ -208,6 +223,7 @@
         version = String(data.version);
         document.getElementById("phase").innerHTML = data.parts.phase;
         document.getElementById("conversation").innerHTML = data.parts.conversation;
+        document.getElementById("audit").innerHTML = data.parts.audit;
         mergeCalls(document.getElementById("calls"), data.parts.calls);
       }
       return !data.done;

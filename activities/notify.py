@@ -1,0 +1,205 @@
+"""The `notify` activity: tell people that a call waits for them (or that a run that waited for a
+person has ended) by POSTing to `AGENT_NOTIFY_URL`.
+
+    notifier = Notifier(http, Settings.from_env())
+    Worker(..., activities=[notifier.notify, ...])
+
+One attempt is one POST with at most `ATTEMPT_SECONDS`; the workflow's retry policy does the
+rest (backoff for up to an hour, then a `warning` in the run). Whether an attempt is worth
+repeating is decided here:
+
+- a 2xx answer is a delivery;
+- no answer (a refused connection, a timeout, a dropped connection), a 5xx, 408, 425 or 429:
+  retryable (a `Retry-After` of 429 and 503 is honoured, up to 5 minutes);
+- any other 4xx, or a redirect (never followed: the body would go elsewhere): not retryable.
+  The receiver refused this very request (a revoked Slack webhook answers 403, 404 or 410, a body
+  it cannot take 400); asking again for an hour would change nothing and only delay the warning
+  that tells the operator to fix `AGENT_NOTIFY_URL`.
+
+The URL is never shown beyond its scheme, host and port: its path may be the token (a Slack
+webhook's is), as may its user info and query. Every text that could echo it (an HTTP library's
+message, the receiver's answer, its own log lines) is scrubbed of those pieces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.parse
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.llm import retry_after_seconds
+from activities.notify_message import (
+    cut,
+    json_body,
+    run_link,
+    slack_body,
+    visible,
+)
+from activities.redaction import Redactor, redact_logs
+from activities.settings import Settings, shown_notify_url
+from workflows import names
+from workflows.model import NotifyRequest
+
+ATTEMPT_SECONDS = 20.0
+"""The longest one delivery attempt may take (inside the activity's 30 s start-to-close)."""
+READ_SECONDS = 10.0
+"""The longest silence tolerated from the receiver (connect: half of it)."""
+RETRY_AFTER_CAP_SECONDS = 300.0
+"""A receiver's `Retry-After` is honoured up to this (the workflow's backoff caps at 5 min)."""
+ANSWER_EXCERPT_CHARS = 200
+RETRYABLE_4XX = {408, 425, 429}
+MIN_PATH_SECRET = 8
+"""A URL path at least this long is treated as a secret in every text (shorter ones, `/hook`,
+are not tokens, and scrubbing them would mangle ordinary words)."""
+
+
+def url_path_secrets(url: str) -> list[str]:
+    """The pieces of the URL's path that may be a token: the path itself and its longest
+    segment, raw and percent-decoded."""
+    try:
+        path = urllib.parse.urlsplit(url).path
+    except ValueError:
+        return []
+    pieces = [path, max(path.split("/"), key=len, default="")]
+    found: list[str] = []
+    for piece in pieces:
+        for form in (piece, urllib.parse.unquote(piece)):
+            if len(form) >= MIN_PATH_SECRET and form not in found:
+                found.append(form)
+    return found
+
+
+class Notifier:
+    """The `notify` activity over one httpx client and the worker's settings."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        settings: Settings,
+        *,
+        attempt_seconds: float = ATTEMPT_SECONDS,
+    ) -> None:
+        self._http = http
+        self._attempt_seconds = attempt_seconds
+        read = min(READ_SECONDS, attempt_seconds)
+        self._timeout = httpx.Timeout(read, connect=read / 2)
+        self._url = settings.notify_url
+        self._format = settings.notify_format
+        self._include_content = settings.notify_arguments
+        self._inbox = settings.inbox_url
+        self._shown = shown_notify_url(self._url) if self._url else "(no AGENT_NOTIFY_URL)"
+        # The LLM key and endpoint never go out; the notify URL's user info, query and path
+        # never show. Each path piece goes in as a key would (a Redactor scrubs one key).
+        self._redactors = [Redactor(settings.llm_api_key, settings.llm_base_url or "")]
+        if self._url:
+            pieces = [Redactor(piece) for piece in url_path_secrets(self._url)]
+            for redactor in [Redactor(None, self._url), *pieces]:
+                self._redactors.append(redactor)
+                redact_logs(redactor)
+
+    def __repr__(self) -> str:  # never the URL's path, user info or query
+        return f"Notifier(url={self._shown!r}, format={self._format!r})"
+
+    @property
+    def enabled(self) -> bool:
+        """Whether this worker notifies anyone (AGENT_NOTIFY_URL is set)."""
+        return self._url is not None
+
+    def scrub(self, text: str) -> str:
+        for redactor in self._redactors:
+            text = redactor.scrub(text)
+        return text
+
+    def body(self, request: NotifyRequest) -> dict[str, Any]:
+        """What is POSTed for `request`, in the worker's format, with no secret in it."""
+        link = run_link(self._inbox, request.workflow_id)
+        build = slack_body if self._format == "slack" else json_body
+        body = build(request, link=link, include_content=self._include_content)
+        return {key: self._scrubbed(value) for key, value in body.items()}
+
+    def _scrubbed(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, dict):
+            return {key: self._scrubbed(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self._scrubbed(item) for item in value]
+        return value
+
+    @activity.defn(name=names.ACTIVITY_NOTIFY)
+    async def notify(self, request: NotifyRequest) -> None:
+        """POST the notification once; raise ApplicationError when it was not delivered
+        (retryable unless the receiver refused it for good)."""
+        if self._url is None:
+            raise ApplicationError(
+                "this worker has no AGENT_NOTIFY_URL: set the same notification settings on"
+                " every worker of the task queue",
+                type="NotifyNotConfigured",
+                non_retryable=True,
+            )
+        data = json.dumps(self.body(request), ensure_ascii=False).encode("utf-8")
+        try:
+            async with asyncio.timeout(self._attempt_seconds):
+                response = await self._http.post(
+                    self._url,
+                    content=data,
+                    headers={"content-type": "application/json; charset=utf-8"},
+                    timeout=self._timeout,
+                    follow_redirects=False,
+                )
+        except (TimeoutError, httpx.TimeoutException) as err:
+            raise ApplicationError(
+                f"the notification receiver at {self._shown} did not answer in time"
+                f" ({type(err).__name__})",
+                type="NotifyTimeout",
+            ) from None
+        except httpx.HTTPError as err:
+            detail = self.scrub(str(err)) or "no detail"
+            raise ApplicationError(
+                f"the notification could not be delivered to {self._shown}"
+                f" ({type(err).__name__}: {cut(visible(detail), ANSWER_EXCERPT_CHARS)})",
+                type="NotifyConnectionError",
+            ) from None
+        if 200 <= response.status_code < 300:
+            activity.logger.info(
+                "notified %s of %s (%s)", self._shown, request.event, request.workflow_id
+            )
+            return
+        raise self.refusal(response)
+
+    def refusal(self, response: httpx.Response) -> ApplicationError:
+        """The error of an answer that is not a 2xx: retryable or not (see the module's doc),
+        naming the status and a scrubbed excerpt of what the receiver said."""
+        status = response.status_code
+        excerpt = cut(visible(self.scrub(response.text.strip())), ANSWER_EXCERPT_CHARS)
+        said = f": {excerpt}" if excerpt else ""
+        message = f"the notification receiver at {self._shown} answered HTTP {status}{said}"
+        kind = f"NotifyHttp{status}"
+        if 300 <= status < 400:
+            return ApplicationError(
+                f"{message} (a redirect, not followed: set AGENT_NOTIFY_URL to where it leads)",
+                type=kind,
+                non_retryable=True,
+            )
+        if 400 <= status < 500 and status not in RETRYABLE_4XX:
+            return ApplicationError(
+                f"{message} (refused; not retried: check AGENT_NOTIFY_URL)",
+                type=kind,
+                non_retryable=True,
+            )
+        delay = None
+        if status in (429, 503):
+            seconds = retry_after_seconds(response.headers.get("retry-after"))
+            if seconds is not None:
+                delay = min(seconds, RETRY_AFTER_CAP_SECONDS)
+        return ApplicationError(
+            message,
+            type=kind,
+            next_retry_delay=None if delay is None else timedelta(seconds=delay),
+        )

@@ -1,0 +1,179 @@
+"""What a notification says: the JSON body (`AGENT_NOTIFY_FORMAT=json`) or one line of Slack
+text (`slack`, an incoming webhook's `{"text": …}`). Pure: `activities.notify` sends it.
+
+Everything in it comes from the run (ids, the tool's name, its arguments, a failed run's error),
+never from the worker's settings but the inbox link. The arguments and the error text are the
+run's content: they go out only when the worker allows it (`include_content`).
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+import urllib.parse
+from datetime import UTC, datetime
+from typing import Any
+
+from workflows.arguments import parse_arguments
+from workflows.model import FinishReason, NotifyRequest
+
+ARGUMENTS_JSON_CHARS = 4_000
+"""The most characters of JSON the `arguments` field carries; longer arguments go as the first
+this many characters of their JSON text, a string, with `"arguments_truncated": true`."""
+ERROR_CHARS = 2_000
+"""The most characters of a failed run's error in the JSON body."""
+SLACK_ARGUMENTS_CHARS = 300
+"""The most characters of the arguments in a Slack line (the inbox shows them whole)."""
+SLACK_TEXT_CHARS = 200
+"""The most characters of an id, a tool's name or an error in a Slack line."""
+ELLIPSIS = "…"
+CALL_EVENTS = ("approval_waiting", "approval_reminder")
+
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_HIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp"}
+"""Controls, formatting characters (zero-width, bidirectional overrides), lone surrogates and
+line or paragraph separators: none shows as itself, and each can make a message read otherwise
+than it says."""
+_FINISHED = {
+    "stop": "finished",
+    "max_rounds": "stopped at its round limit",
+    "cancelled": "was cancelled",
+    "error": "failed",
+}
+
+
+def visible(text: str) -> str:
+    """`text` with every character that does not show as itself written as an escape (`\\n`,
+    `\\x1b`, `\\u202e`, …)."""
+    return "".join(_escape(c) if unicodedata.category(c) in _HIDDEN_CATEGORIES else c for c in text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS
+
+
+def run_link(inbox_url: str | None, workflow_id: str) -> str | None:
+    """The run's page in the web inbox, `INBOX/runs/{id}` (the id percent-encoded), or None."""
+    if not inbox_url:
+        return None
+    return f"{inbox_url.rstrip('/')}/runs/{urllib.parse.quote(workflow_id, safe='')}"
+
+
+def timestamp(moment: datetime | None) -> str | None:
+    """ISO 8601 in UTC (`2026-01-02T03:04:05.678Z`); a naive time is taken as UTC."""
+    if moment is None:
+        return None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def arguments_value(arguments: Any) -> Any:
+    """The arguments as the tool would get them: a JSON string parsed; one that is not JSON stays
+    the string it is."""
+    parsed = parse_arguments(arguments)
+    return parsed.value if parsed.ok else arguments
+
+
+def arguments_json(arguments: Any) -> str:
+    """The arguments as one line of JSON text."""
+    return json.dumps(arguments_value(arguments), ensure_ascii=False, default=str)
+
+
+def json_body(request: NotifyRequest, *, link: str | None, include_content: bool) -> dict[str, Any]:
+    """The body of `AGENT_NOTIFY_FORMAT=json`. A call's event: `event`, `workflow_id`, `run_id`,
+    `call_id`, `tool`, `arguments` (only with `include_content`), `waiting_since`, `url`;
+    `run_finished`: `event`, `workflow_id`, `run_id`, `finish_reason`, `error` (only with
+    `include_content`), `url`. `url` is null without an inbox."""
+    body: dict[str, Any] = {
+        "event": request.event,
+        "workflow_id": request.workflow_id,
+        "run_id": request.run_id,
+    }
+    if request.event in CALL_EVENTS:
+        body["call_id"] = request.call_id
+        body["tool"] = request.tool
+        if include_content:
+            text = arguments_json(request.arguments)
+            if len(text) <= ARGUMENTS_JSON_CHARS:
+                body["arguments"] = arguments_value(request.arguments)
+            else:
+                body["arguments"] = text[:ARGUMENTS_JSON_CHARS] + ELLIPSIS
+                body["arguments_truncated"] = True
+        body["waiting_since"] = timestamp(request.waiting_since)
+    else:
+        body["finish_reason"] = request.finish_reason
+        if include_content:
+            body["error"] = None if request.error is None else cut(request.error, ERROR_CHARS)
+    body["url"] = link
+    return body
+
+
+def slack_escape(text: str) -> str:
+    """Text as Slack shows it literally: `&`, `<`, `>` escaped (Slack's own rule), every hidden
+    character made visible."""
+    return visible(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def slack_code(text: str, limit: int = SLACK_TEXT_CHARS) -> str:
+    """`text` in a code span, bounded; a backtick (which would end the span) shows as `ˋ`."""
+    return f"`{slack_escape(cut(text, limit)).replace('`', 'ˋ')}`"
+
+
+def _slack_run(request: NotifyRequest, link: str | None) -> str:
+    if link is None:
+        return slack_code(request.workflow_id)
+    # `<URL|label>`: the URL may hold neither `|` nor `>`; the label is escaped text.
+    target = link.replace("|", "%7C").replace(">", "%3E").replace("<", "%3C")
+    return f"<{target}|{slack_escape(cut(request.workflow_id, SLACK_TEXT_CHARS))}>"
+
+
+def _slack_since(moment: datetime | None) -> str:
+    if moment is None:
+        return ""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return f" since {moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def slack_text(request: NotifyRequest, *, link: str | None, include_content: bool) -> str:
+    """One short line for a Slack channel: the tool, the run (a link to its inbox page when there
+    is one) and the call; the arguments (bounded) only with `include_content`."""
+    run = _slack_run(request, link)
+    if request.event in CALL_EVENTS:
+        tool = slack_code(request.tool or "?")
+        call = f" (call {slack_code(request.call_id or '?')})"
+        args = ""
+        if include_content:
+            args = f": {slack_code(arguments_json(request.arguments), SLACK_ARGUMENTS_CHARS)}"
+        where = f" in run {run}{call}{args}"
+        if request.event == "approval_waiting":
+            return f":hourglass_flowing_sand: {tool} is waiting for approval{where}"
+        since = _slack_since(request.waiting_since)
+        return f":alarm_clock: Reminder: {tool} has been waiting for approval{since}{where}"
+    line = f"Run {run} {_finished(request.finish_reason)}"
+    if include_content and request.error:
+        line += f": {slack_escape(cut(request.error, SLACK_TEXT_CHARS))}"
+    return line
+
+
+def _finished(reason: FinishReason | None) -> str:
+    return _FINISHED.get(reason or "stop", "finished")
+
+
+def slack_body(
+    request: NotifyRequest, *, link: str | None, include_content: bool
+) -> dict[str, Any]:
+    """The body of `AGENT_NOTIFY_FORMAT=slack`: an incoming webhook's `{"text": …}`."""
+    return {"text": slack_text(request, link=link, include_content=include_content)}

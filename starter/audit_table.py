@@ -1,0 +1,73 @@
+"""`starter audit W` for people: the run's decisions as a table, oldest first (who or which rule,
+when, the arguments that ran, edits marked, the reason underneath), after the counts and tokens.
+Every text goes through `starter.render`, as on the web page."""
+
+from __future__ import annotations
+
+from starter.render import audit_arguments, decided_by, moment, visible
+from workflows.model import AuditView
+
+HEADER = ("#", "at", "call", "tool", "decision", "by", "arguments")
+
+
+def dropped_line(dropped: int) -> str:
+    """What the audit says of the decisions it no longer holds (the oldest, past its budget)."""
+    return f"{dropped:,} older decision{'' if dropped == 1 else 's'} not kept"
+
+
+def counts_line(view: AuditView) -> str:
+    c = view.counts
+    line = (
+        f"approved by people {c.approved_by_person}, rejected by people {c.rejected_by_person},"
+        f" decided by rules {c.by_rule}, by the approval timeout {c.by_timeout}"
+    )
+    return line + (f", with the run's input {c.seeded}" if c.seeded else "")
+
+
+def tokens_line(view: AuditView) -> str:
+    u = view.usage
+    return f"tokens: {u.prompt_tokens:,} prompt + {u.completion_tokens:,} completion"
+
+
+def audit_lines(workflow_id: str, view: AuditView) -> list[str]:
+    """The whole audit as lines of text."""
+    kept = len(view.decisions)
+    lines = [
+        f"audit of {visible(workflow_id)}: {kept + view.dropped} decision"
+        f"{'' if kept + view.dropped == 1 else 's'}",
+        f"  {counts_line(view)}",
+        f"  {tokens_line(view)}",
+    ]
+    if view.dropped:
+        lines.append(f"  {dropped_line(view.dropped)}")
+    if not view.decisions:
+        lines.append("no decision yet")
+        return lines
+    rows: list[tuple[tuple[str, ...], str | None]] = []
+    for number, entry in enumerate(view.decisions, start=view.dropped + 1):
+        arguments = audit_arguments(entry.arguments) + (" (edited)" if entry.edited else "")
+        cells = (
+            str(number),
+            moment(entry.at),
+            visible(entry.call_id),
+            visible(entry.tool),
+            "approved" if entry.approved else "rejected",
+            decided_by(entry),
+            arguments,
+        )
+        rows.append((cells, visible(entry.reason) if entry.reason else None))
+    widths = [max(len(HEADER[i]), *(len(cells[i]) for cells, _ in rows)) for i in range(6)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return (
+            "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(cells[:6])) + "  " + cells[6]
+        )
+
+    lines.append("")
+    lines.append(line(HEADER))
+    indent = " " * (widths[0] + 2)
+    for shown, reason in rows:
+        lines.append(line(shown))
+        if reason:
+            lines.append(f"{indent}reason: {reason}")
+    return lines

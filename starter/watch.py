@@ -1,0 +1,247 @@
+"""Following one run, for every client: `watch` yields what happens in a run, in order, once
+each, and ends with one `Ended`.
+
+It reads the run's live stream (`starter.live`: the events and the model's text as it is
+generated) and, when the stream ends without a `finished` event (a run that was terminated) or
+cannot be read at all (a worker without the stream), the durable event log (the `events` query)
+until the run closes. Events carry gap-free sequence numbers across continue-as-new, so an
+event is passed on exactly once: one the stream repeats is skipped, and when the stream's
+retained tail begins later than the follower is, the log fills the gap first.
+
+    async with contextlib.aclosing(watch(client, workflow_id)) as items:
+        async for item in items:
+            ...  # Text, Restart, an AgentEvent, Quiet, and last Ended
+
+The command line prints these and asks a person at a terminal (`starter.follow`); the web
+inbox keeps them for every viewer of the run (`starter.web.hub`). `Quiet` comes after a while
+without anything new, so a follower can look at the run (is a session waiting for a message?).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowQueryFailedError
+from temporalio.service import RPCError
+
+from starter import live
+from starter.handle import AgentHandle, NoWorker
+from workflows.model import AgentEvent, BaseEvent, FinishedEvent, FinishReason
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.25
+"""How often the event log is read while the stream cannot be."""
+QUIET_SECONDS = 1.5
+"""After this long without anything new, `Quiet` is yielded."""
+
+
+@dataclass(frozen=True)
+class Text:
+    """A piece of the model's text as it is generated (the live view only; the durable record
+    is the round's `text_delta` event)."""
+
+    round: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Restart:
+    """The model call of `round` started again (its earlier attempt was cut off): the text
+    shown for it since its last `text_delta` event is void."""
+
+    round: int
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """Nothing new for a while; `last_seq` is the last event passed on."""
+
+    last_seq: int
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How following ended: the run's finish reason after its `finished` event, or, when it
+    closed without one (terminated, failed, timed out), Temporal's status in `closed_status`."""
+
+    finish_reason: FinishReason | None
+    last_seq: int
+    closed_status: str | None = None
+
+
+Item = Text | Restart | AgentEvent | Quiet | Ended
+
+
+@dataclass(frozen=True)
+class _Skipped:
+    """An event the stream left out on purpose (`skip_streamed_text`)."""
+
+    seq: int
+
+
+async def watch(
+    client: Client,
+    workflow_id: str,
+    *,
+    after: int = -1,
+    stream: bool = True,
+    skip_streamed_text: bool = True,
+    long_poll: bool = True,
+    quiet_seconds: float = QUIET_SECONDS,
+) -> AsyncGenerator[Item, None]:
+    """Everything that happens in run `workflow_id` after event `after`, in order.
+
+    - `stream=False`: read the event log only (no live text).
+    - `skip_streamed_text`: leave out a `text_delta` event whose text the `Text` pieces
+      already gave (a terminal that printed the pieces).
+    - `long_poll=False`: read the stream through its poll query only (no update slot).
+    """
+    handle = AgentHandle(client, workflow_id)
+    last = after
+    if stream:
+        async with contextlib.aclosing(
+            _from_stream(client, handle, after, skip_streamed_text, long_poll, quiet_seconds)
+        ) as items:
+            async for item in items:
+                if isinstance(item, BaseEvent):
+                    last = item.seq
+                yield item
+                if isinstance(item, Ended):
+                    return
+    async with contextlib.aclosing(_from_log(handle, last, quiet_seconds)) as items:
+        async for item in items:
+            yield item
+
+
+async def _from_stream(
+    client: Client,
+    handle: AgentHandle,
+    after: int,
+    skip_streamed_text: bool,
+    long_poll: bool,
+    quiet_seconds: float,
+) -> AsyncGenerator[Item, None]:
+    """The stream's items until `finished` (then `Ended`), or until the stream ends without it
+    or fails (then nothing more: the caller reads the log)."""
+    queue: asyncio.Queue[Item | _Skipped] = asyncio.Queue()
+    subscription = asyncio.create_task(
+        live.follow(
+            client,
+            handle.id,
+            on_delta=lambda round_, text: queue.put_nowait(Text(round_, text)),
+            on_event=queue.put_nowait,
+            on_restart=lambda round_: queue.put_nowait(Restart(round_)),
+            skip_streamed_text=skip_streamed_text,
+            on_skip=lambda event: queue.put_nowait(_Skipped(event.seq)),
+            long_poll=long_poll,
+        )
+    )
+    last = after
+    try:
+        while True:
+            getter = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait(
+                {getter, subscription}, timeout=quiet_seconds, return_when=asyncio.FIRST_COMPLETED
+            )
+            if getter not in done:
+                getter.cancel()
+                if subscription.done() and queue.empty():
+                    _log_end(handle.id, subscription)
+                    return
+                yield Quiet(last)
+                continue
+            item = getter.result()
+            if not isinstance(item, BaseEvent | _Skipped):
+                yield item
+                continue
+            if item.seq <= last:
+                continue  # retained from before `after`, or already filled from the log
+            if item.seq > last + 1:  # the stream's retained tail begins later: the log first
+                for missing in await handle.events(last):
+                    if missing.seq >= item.seq:
+                        break
+                    yield missing
+                    last = missing.seq
+                    if isinstance(missing, FinishedEvent):
+                        yield Ended(missing.finish_reason, last)
+                        return
+            if isinstance(item, _Skipped):  # a text_delta whose text the pieces gave
+                last = item.seq
+                continue
+            yield item
+            last = item.seq
+            if isinstance(item, FinishedEvent):
+                yield Ended(item.finish_reason, last)
+                return
+    finally:
+        subscription.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await subscription
+
+
+def _log_end(workflow_id: str, subscription: asyncio.Task[FinishReason]) -> None:
+    error = subscription.exception() if not subscription.cancelled() else None
+    if isinstance(error, live.StreamEndedError):
+        log.debug("the stream of %s ended without 'finished': reading its event log", workflow_id)
+    elif error is not None:  # e.g. a worker without the stream
+        log.info("stream of %s unavailable (%s): reading its event log", workflow_id, error)
+
+
+async def _from_log(
+    handle: AgentHandle, after: int, quiet_seconds: float
+) -> AsyncGenerator[Item, None]:
+    """The event log from `after` until `finished`, or until the run closed without it."""
+    last = after
+    quiet_since = asyncio.get_running_loop().time()
+    while True:
+        try:
+            batch = await handle.events(last)
+        except (WorkflowQueryFailedError, RPCError, NoWorker):
+            closed = await _closed(handle)
+            if closed is None:
+                raise
+            yield _closed_without_finish(handle.id, closed, last)
+            return
+        for event in batch:
+            yield event
+            last = event.seq
+            if isinstance(event, FinishedEvent):
+                yield Ended(event.finish_reason, last)
+                return
+        loop = asyncio.get_running_loop()
+        if batch:
+            quiet_since = loop.time()
+        elif loop.time() - quiet_since >= quiet_seconds:
+            quiet_since = loop.time()
+            closed = await _closed(handle)
+            if closed is not None:
+                # One last look: the finished event may have landed just before the close.
+                with contextlib.suppress(WorkflowQueryFailedError, RPCError, NoWorker):
+                    for event in await handle.events(last):
+                        yield event
+                        last = event.seq
+                        if isinstance(event, FinishedEvent):
+                            yield Ended(event.finish_reason, last)
+                            return
+                yield _closed_without_finish(handle.id, closed, last)
+                return
+            yield Quiet(last)
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def _closed(handle: AgentHandle) -> WorkflowExecutionStatus | None:
+    """The run's status once it has closed; None while it runs."""
+    description = await handle.describe()
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        return None
+    return description.status or WorkflowExecutionStatus.TERMINATED
+
+
+def _closed_without_finish(workflow_id: str, status: WorkflowExecutionStatus, last: int) -> Ended:
+    log.debug("run %s closed without a finished event: %s", workflow_id, status.name)
+    return Ended(None, last, status.name)

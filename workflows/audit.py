@@ -1,0 +1,79 @@
+"""The audit: every decision about a call, in order, kept in the run's state (so the whole
+chain of continue-as-new is in it) and bounded in bytes, the oldest going first (counted). The
+counts by who decided are kept whatever is dropped. Pure; no Temporal import."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workflows import bounds
+from workflows.arguments import arguments_json
+from workflows.model import AgentState, ApprovalRecord, AuditEntry, AuditView, ToolCall
+
+AUDIT_BYTES = 200_000
+"""The audit takes at most this much of the hand-over at continue-as-new."""
+AUDIT_ARGUMENTS_CHARS = 500
+"""Arguments in the audit are a preview of at most this many characters (`messages` has them)."""
+
+
+def audit_arguments(arguments: Any) -> Any:
+    text = arguments_json(arguments)
+    return arguments if len(text) <= AUDIT_ARGUMENTS_CHARS else bounds.shown(text, 500)
+
+
+def record_decision(
+    state: AgentState, call: ToolCall, record: ApprovalRecord, *, edited: bool
+) -> None:
+    """Add one decision (`call` with the arguments that run) to the run's audit."""
+    entry = AuditEntry(
+        call_id=call.id,
+        tool=call.name,
+        arguments=audit_arguments(call.arguments),
+        approved=record.approved,
+        source=record.source,
+        rule=record.rule,
+        approver=record.approver,
+        reason=None if record.reason is None else bounds.shown(record.reason, 500),
+        at=record.at,
+        edited=edited,
+    )
+    counts = state.audit_counts
+    if record.source == "person":
+        if record.approved:
+            counts.approved_by_person += 1
+        else:
+            counts.rejected_by_person += 1
+    elif record.source == "policy":
+        counts.by_rule += 1
+    elif record.source == "timeout":
+        counts.by_timeout += 1
+    else:
+        counts.seeded += 1
+    size = len(entry.model_dump_json())
+    state.audit.append(entry)
+    state.audit_bytes += size
+    while state.audit_bytes > AUDIT_BYTES and len(state.audit) > 1:
+        dropped = state.audit.pop(0)
+        state.audit_bytes -= len(dropped.model_dump_json())
+        state.audit_dropped += 1
+
+
+def audit_view(state: AgentState) -> AuditView:
+    return AuditView(
+        decisions=list(state.audit),
+        counts=state.audit_counts,
+        dropped=state.audit_dropped,
+        usage=state.usage,
+    )
+
+
+def audit_memo(state: AgentState, finish_reason: str) -> dict[str, Any]:
+    """What a finished run leaves in its memo for the runs page (one visibility listing shows
+    every row without asking each run)."""
+    return {
+        "agent": {
+            "finish_reason": finish_reason,
+            "decisions": state.audit_counts.model_dump(),
+            "tokens": state.usage.model_dump(),
+        }
+    }
