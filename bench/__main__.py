@@ -62,7 +62,7 @@ def figure_modules() -> dict[str, Measure]:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="small counts, < 2 minutes (CI)")
+    parser.add_argument("--quick", action="store_true", help="small counts, about 2.5 minutes (CI)")
     parser.add_argument("--out", type=Path, default=Path("bench-results/latest.json"))
     parser.add_argument("--only", default="", help="comma-separated figure names")
     return parser.parse_args(argv)
