@@ -5,6 +5,7 @@ session dev server."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
@@ -23,6 +24,7 @@ from tests.fake_openai import FakeOpenAI, FakeOpenAIServer
 from tests.reliability.agents import InProcessWorker, in_process_worker
 
 RESULTS_FILE = Path(__file__).with_name("results.json")
+RESULTS_LOCK = Path(tempfile.gettempdir()) / "durable-agent-reliability-results.lock"
 
 
 @dataclass
@@ -50,6 +52,14 @@ class ResultRow:
 
 
 def _write_row(row: ResultRow, status: str, duration: float, error: str | None) -> None:
+    """Read, add the row, write back: under a lock, since the suite's processes (pytest-xdist)
+    each write rows of their own."""
+    with RESULTS_LOCK.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _add_row(row, status, duration, error)
+
+
+def _add_row(row: ResultRow, status: str, duration: float, error: str | None) -> None:
     try:
         data = json.loads(RESULTS_FILE.read_text(encoding="utf-8"))
     except (OSError, ValueError):
