@@ -92,7 +92,7 @@ class AgentWorkflow:
             continued=info.continued_run_id is not None,
             strict=self._behaviour.trust_and_time,
         )
-        self._sealed_only = self._behaviour.trust_and_time
+        self._sealed_only = self._behaviour.trust_and_time and not input.arrived_in_plaintext
         self._log = EventLog(self._state)
         self._conversation = Conversation(self._state, self._limits)
         self._approvals = Approvals(

@@ -5,6 +5,11 @@ JSON parser, say) fails inside the converter, before any model validator runs; t
 fail the workflow task again and again ("Failed decoding arguments"). Here any failure to decode
 an `AgentRunInput` becomes the run's own failure, `InvalidAgentRunInput: …`, like every other
 invalid input.
+
+And it notes on an `AgentRunInput` whether the codec, holding keys, found it unencrypted: a run
+started in plaintext (before the deployment had a key, or by a client without one) is not an
+encrypted run, so its signals are not refused for being plaintext, now or on a replay by a
+worker that has a key since.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.exceptions import ApplicationError
 
 from workflows.model import AgentRunInput, describe_validation
+from workflows.names import PLAINTEXT_METADATA
 
 
 class AgentPayloadConverter(PydanticPayloadConverter):
@@ -25,7 +31,7 @@ class AgentPayloadConverter(PydanticPayloadConverter):
         self, payloads: Sequence[Payload], type_hints: list[type] | None = None
     ) -> list[Any]:
         try:
-            return super().from_payloads(payloads, type_hints)
+            values = super().from_payloads(payloads, type_hints)
         except (ValidationError, ValueError, RecursionError) as err:
             if type_hints is None or AgentRunInput not in type_hints:
                 raise
@@ -33,3 +39,7 @@ class AgentPayloadConverter(PydanticPayloadConverter):
             raise ApplicationError(
                 f"Invalid AgentRunInput: {detail}", type="InvalidAgentRunInput", non_retryable=True
             ) from None
+        for payload, value in zip(payloads, values, strict=False):
+            if isinstance(value, AgentRunInput) and PLAINTEXT_METADATA in payload.metadata:
+                value._arrived_in_plaintext = True
+        return values

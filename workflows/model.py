@@ -15,6 +15,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ModelWrapValidatorHandler,
+    PrivateAttr,
     SerializerFunctionWrapHandler,
     StrictBool,
     StrictStr,
@@ -688,6 +689,14 @@ class AgentRunInput(BaseModel):
     the conversation is in the state)."""
     continued: CarriedState | None = None
     """The hand-over of runs continued by the first release, still read so they go on."""
+    _arrived_in_plaintext: bool = PrivateAttr(default=False)
+
+    @property
+    def arrived_in_plaintext(self) -> bool:
+        """Whether a worker holding keys found this input unencrypted (set by the payload
+        converter from the codec's mark; never part of the JSON). It is read from the start
+        event, so a replay decides as the run did, whatever keys the replaying worker holds."""
+        return self._arrived_in_plaintext
 
     @model_validator(mode="before")
     @classmethod

@@ -5,6 +5,7 @@ behaviour is recorded as a new scenario (`python -m tests.record_histories`)."""
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -105,6 +106,20 @@ async def test_replay(path):
     assert len(json.loads(path.read_text())["events"]) > 5
     replayer = Replayer(workflows=[AgentWorkflow], data_converter=data_converter())
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name}: {result.replay_failure!r}"
+
+
+KEYED = {"AGENT_ENCRYPTION_KEY": base64.b64encode(bytes(range(32))).decode()}
+"""A key the recordings never saw: a deployment that turned encryption on with runs open."""
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[_name(p) for p in HISTORIES])
+async def test_replay_on_a_worker_that_has_a_key_since(path):
+    # A run started in plaintext is not an encrypted run: its plaintext answers were taken and
+    # must be taken again when a worker with a key replays it (they were refused, and the replay
+    # failed with a nondeterminism error: no command for the events the answers led to).
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=data_converter(KEYED))
+    result = await replayer.replay_workflow(load(path), raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure!r}"
 
 
