@@ -87,11 +87,11 @@ _started: list[WorkflowHandle[Any, Any]] = []
 async def tidy(worker: Worker) -> AsyncIterator[None]:
     """A test that fails leaves nothing behind for the next: no open run, no queued reply."""
     yield
-    with worker.fake._lock:
-        worker.fake._queue.clear()
-    while _started:
+    while _started:  # first the runs, then their replies (a model call of theirs may come between)
         with contextlib.suppress(Exception):
             await _started.pop().terminate("test over")
+    with worker.fake._lock:
+        worker.fake._queue.clear()
 
 
 async def start(
@@ -436,6 +436,10 @@ async def test_an_answer_sends_arguments_only_when_edited_and_remember_when_tick
         await item.get_by_label("Arguments").fill('{"command": "echo other"}')
         await item.get_by_role("button", name="Reject").click()
         await wait_until(lambda: len(sent) == 3)
+        # Both runs end before the next test: a model call of theirs still to come would take
+        # the reply the next test puts on the shared fake model server.
+        assert (await edited.result()).finish_reason == "stop"
+        assert (await refused.result()).finish_reason == "stop"
     finally:
         await page.unroute("**/api/runs/*/approvals")
     # Every answer names the run and the arguments it was shown (the model's, also when the
