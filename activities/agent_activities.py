@@ -187,7 +187,11 @@ class AgentActivities:
         return await self._llm.context_window()
 
     async def summary_text(
-        self, messages: list[ChatMessage], model: str | None = None, max_tokens: int | None = None
+        self,
+        messages: list[ChatMessage],
+        model: str | None = None,
+        max_tokens: int | None = None,
+        window: int | None = None,
     ) -> str:
         """A summary of `messages` for compaction: the model asked with no tools
         (LLM_SUMMARY_MODEL, else `model`, the run's), or the `scripted` model's own."""
@@ -195,7 +199,7 @@ class AgentActivities:
             return scripted_summary(messages)
         attempt = activity.info().attempt if activity.in_activity() else 1
         return await self._llm.summarize(
-            messages, model=model, max_tokens=max_tokens, attempt=attempt
+            messages, model=model, max_tokens=max_tokens, window=window, attempt=attempt
         )
 
     @activity.defn(name=names.ACTIVITY_SUMMARIZE)
@@ -216,7 +220,9 @@ class AgentActivities:
             if request.previous_summary:
                 earlier = f"(Summary of what came before: {request.previous_summary})"
                 part = [ChatMessage.user(earlier), *part]
-            text = await self.summary_text(part, request.model, max_tokens=request.max_tokens)
+            text = await self.summary_text(
+                part, request.model, max_tokens=request.max_tokens, window=request.context_tokens
+            )
         return SummaryResponse(text=text[: request.max_tokens * SUMMARY_CHARS_PER_TOKEN])
 
     def _live_text(self, request: LlmRequest) -> DeltaPublisher:

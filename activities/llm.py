@@ -310,15 +310,17 @@ class OpenAIChatClient:
         *,
         model: str | None = None,
         max_tokens: int | None = None,
+        window: int | None = None,
         attempt: int = 1,
     ) -> str:
-        """A summary of `messages` in the model's words, asked with no tools (for compaction).
+        """A summary of `messages` in the model's words, asked with no tools (for compaction),
+        in a request that fits `window` tokens when given.
         The model: `summary_model` (LLM_SUMMARY_MODEL), else `model` (the run's), else the
         client's. An empty summary is an error (`LlmEmptySummary`): it must not replace
         anything."""
         limit = self.max_tokens_for(max_tokens) or SUMMARY_MAX_TOKENS
         reply = await self._exchange(
-            summary_request(messages),
+            summary_request(messages, window_tokens=window, reply_tokens=limit),
             (),
             model=self._summary_model or model,
             temperature=None,

@@ -108,6 +108,8 @@ class FakeAgentActivities:
     """The model's window `worker_setup` reports (by default too big to matter: tests of the
     window set their own)."""
     summary_requests: list[SummaryRequest] = field(default_factory=list)
+    summary_error: Exception | None = None
+    """Raised by `summarize_conversation` when set (a model that refuses the summary)."""
     notifies: bool = False
     """What `worker_setup` says of notifications (`WorkerSetup.notify`): with True the workflow
     runs `notify`."""
@@ -140,6 +142,8 @@ class FakeAgentActivities:
         @activity.defn(name=names.ACTIVITY_SUMMARIZE)
         async def summarize_conversation(request: SummaryRequest) -> SummaryResponse:
             self.summary_requests.append(request)
+            if self.summary_error is not None:
+                raise self.summary_error
             covered = request.last - request.first
             return SummaryResponse(text=f"summary #{len(self.summary_requests)} of {covered}")
 

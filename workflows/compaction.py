@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError
 
 from workflows import activity_calls as calls
 from workflows import context, metrics
@@ -47,11 +48,13 @@ class Compactor:
         conversation: Conversation,
         emit: Callable[[BaseEvent], None],
         offered: Callable[[], list[ToolSpec]],
+        warn: Callable[[str], None],
     ) -> None:
         self._state = state
         self._conversation = conversation
         self._emit = emit
         self._offered = offered
+        self._warn = warn
 
     @property
     def active(self) -> bool:
@@ -95,8 +98,8 @@ class Compactor:
         summarised = 0
         if context.over(messages, ctx, tools, share):
             span = context.summary_range(messages, ctx, keep, self._fits(ctx, tools, share))
-            if span is not None:
-                text = await self._summarise(span, ctx)
+            text = None if span is None else await self._summarise(span, ctx)
+            if span is not None and text is not None:
                 marker = len(messages)
                 self._conversation.append(context.marker_message(span.first, span.last, text))
                 ctx = context.with_summary(ctx, text, span.last, marker)
@@ -122,35 +125,48 @@ class Compactor:
 
     def _fits(
         self, ctx: ContextState, tools: int, share: float
-    ) -> Callable[[context.SummaryRange], bool]:
+    ) -> Callable[[context.SummaryRange | None], bool]:
         """Whether the view fits `share` of the window once `span` is summarised (at the longest
-        summary that may come back) and results still too big are cut."""
+        summary that may come back; None: nothing is) and results still too big are cut."""
         messages = self._conversation.messages
         assert ctx.window is not None
         window, stand_in = ctx.window, context.longest_summary(ctx.window)
 
-        def fits(span: context.SummaryRange) -> bool:
-            trial = context.with_summary(ctx, stand_in, span.last, len(messages))
+        def fits(span: context.SummaryRange | None) -> bool:
+            trial = ctx
+            if span is not None:
+                trial = context.with_summary(ctx, stand_in, span.last, len(messages))
             trial, _ = context.cut_to_fit(messages, trial, tools, share * window)
             return not context.over(messages, trial, tools, share)
 
         return fits
 
-    async def _summarise(self, span: context.SummaryRange, ctx: ContextState) -> str:
+    async def _summarise(self, span: context.SummaryRange, ctx: ContextState) -> str | None:
+        """The summary of `span`, or None when it could not be made (the run says so in a
+        warning and goes on with the other steps: a summary is a saving, not a need)."""
         assert ctx.window is not None
         info = workflow.info()
-        reply = await calls.summarize(
-            SummaryRequest(
-                workflow_id=info.workflow_id,
-                run_id=info.run_id,
-                first=span.first,
-                last=span.last,
-                skip=span.skip,
-                previous_summary=ctx.summary,
-                model=self._state.options.model,
-                max_tokens=context.summary_tokens(ctx.window),
-            )
+        request = SummaryRequest(
+            workflow_id=info.workflow_id,
+            run_id=info.run_id,
+            first=span.first,
+            last=span.last,
+            skip=span.skip,
+            previous_summary=ctx.summary,
+            model=self._state.options.model,
+            max_tokens=context.summary_tokens(ctx.window),
+            context_tokens=ctx.window,
         )
+        try:
+            reply = await calls.summarize(request)
+        except ActivityError as err:
+            if calls.is_cancellation(err):
+                raise
+            self._warn(
+                f"compaction: messages {span.first}–{span.last - 1} could not be summarised"
+                f" ({calls.failure_detail(err)}); the view is made smaller without a summary"
+            )
+            return None
         self._state.usage = self._state.usage + reply.usage
         return reply.text
 

@@ -171,31 +171,35 @@ def summary_range(
     messages: Sequence[ChatMessage],
     ctx: ContextState,
     keep_rounds: int,
-    fits: Callable[[SummaryRange], bool] | None = None,
+    fits: Callable[[SummaryRange | None], bool] | None = None,
 ) -> SummaryRange | None:
     """Step 2: the oldest turns to summarise: after the first user message (and what an earlier
     summary covers), before the last `keep_rounds` rounds; system messages stay as they are.
-    When the view would still not `fit` so, the summary reaches further, one turn at a time,
-    into the last rounds (a turn of many long messages: nothing else can make room), up to the
-    record's last turn."""
-    first = max(head_end(messages), ctx.summary_until)
-    ends = [keep_start(messages, keep_rounds)]
-    if fits is not None:
-        ends += summary_ends(messages, ends[0] + 1)
-    chosen: SummaryRange | None = None
-    for last in ends:
-        if last <= first:
+    Only when the view would still not `fit` so (None: with no summary at all), the summary
+    reaches further, one turn at a time, into the last rounds (a turn of many long messages:
+    nothing else can make room), up to the record's last turn."""
+    usual = _span(messages, ctx, keep_start(messages, keep_rounds))
+    if fits is None or fits(usual):
+        return usual
+    chosen = usual
+    for last in summary_ends(messages, keep_start(messages, keep_rounds) + 1):
+        span = _span(messages, ctx, last)
+        if span is None:
             continue
-        markers = [i for i in ctx.markers if first <= i < last]
-        count = sum(
-            1 for i in range(first, last) if i not in markers and messages[i].role != "system"
-        )
-        if not count:
-            continue
-        chosen = SummaryRange(first, last, markers, count)
-        if fits is None or fits(chosen):
+        chosen = span
+        if fits(span):
             break
     return chosen
+
+
+def _span(messages: Sequence[ChatMessage], ctx: ContextState, last: int) -> SummaryRange | None:
+    """The messages a summary ending before `last` covers (None: there are none)."""
+    first = max(head_end(messages), ctx.summary_until)
+    if last <= first:
+        return None
+    markers = [i for i in ctx.markers if first <= i < last]
+    count = sum(1 for i in range(first, last) if i not in markers and messages[i].role != "system")
+    return SummaryRange(first, last, markers, count) if count else None
 
 
 def summary_tokens(window: int) -> int:

@@ -467,6 +467,8 @@ class SummaryRequest(BaseModel):
     previous_summary: str | None = None
     model: str | None = None
     max_tokens: int = 1_024
+    context_tokens: int | None = None
+    """The run's window: the request for the summary must fit it too (None: not bounded)."""
 
 
 class SummaryResponse(BaseModel):

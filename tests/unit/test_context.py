@@ -102,7 +102,7 @@ def test_a_summary_reaches_into_the_last_rounds_only_when_nothing_else_makes_roo
     assert plain is None  # the usual rule finds nothing to summarise
 
     def fits_last(kept: int):
-        return lambda span: len(messages) - span.last <= kept
+        return lambda span: span is not None and len(messages) - span.last <= kept
 
     span = context.summary_range(messages, ctx, keep_rounds=3, fits=fits_last(2))
     assert span is not None and (span.first, span.last) == (2, len(messages) - 2)
@@ -119,3 +119,20 @@ def test_a_summary_never_ends_between_a_call_and_its_results():
     never = context.summary_range(messages, ContextState(window=1_000), 3, fits=lambda _s: False)
     assert never is not None and messages[never.last].role == "assistant"  # the last round whole
     assert never.last == len(messages) - 2
+
+
+def test_the_last_rounds_are_not_summarised_when_cutting_a_result_makes_room():
+    # Two rounds, the first with a result too big: the usual rule finds nothing to summarise and
+    # cutting the result is enough, so the view keeps both rounds (a small model follows the
+    # example of a call it can see).
+    messages = [*session(1, 12_000), ChatMessage.assistant("done"), ChatMessage.user("next?")]
+    ctx = ContextState(window=2_048, reserve=256)
+    asked: list[context.SummaryRange | None] = []
+
+    def fits(span: context.SummaryRange | None) -> bool:
+        asked.append(span)
+        trial, _ = context.cut_to_fit(messages, ctx, 0, 0.8 * 2_048)
+        return span is None and not context.over(messages, trial, 0, 0.8)
+
+    assert context.summary_range(messages, ctx, keep_rounds=3, fits=fits) is None
+    assert asked == [None]

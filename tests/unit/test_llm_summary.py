@@ -74,3 +74,23 @@ async def test_an_empty_summary_is_an_error(fake, http):
     with pytest.raises(ApplicationError) as caught:
         await client_for(fake, http).summarize(OLD_TURNS)
     assert caught.value.type == "LlmEmptySummary"
+
+
+@pytest.mark.parametrize("count", [3, 40, 400])
+async def test_the_request_for_a_summary_fits_the_window_it_is_for(fake, http, count):
+    # Against llama.cpp with a 2,048-token window, the summary of many long messages must itself
+    # be a request that fits (it was refused with 400 exceed_context_size_error, and the run's
+    # compaction failed with it).
+    fake.flavour = "llama.cpp"
+    fake.context_tokens = 2_048
+    fake.enqueue(text("They read many files."))
+    turns = [ChatMessage.user(f"message {i}: " + "words " * 2_000) for i in range(count)]
+    llm = client_for(fake, http)
+    summary = await llm.summarize(turns, max_tokens=256, window=2_048)
+    assert summary == "They read many files."
+    assert fake.refusals == []
+    sent = fake.requests[-1]["messages"][1]["content"]
+    assert sent.startswith(f"Summarise these {count} messages")
+    assert "message 0: " in sent and f"message {count - 1}: " in sent  # the first and the last
+    if count == 400:
+        assert "messages left out to fit the model's context window" in sent

@@ -170,3 +170,26 @@ async def test_long_messages_sent_while_a_call_waits_are_summarised_down_to_the_
     assert not any(m.content.startswith("note 0: ") for m in sent)  # the oldest summarised
     assert len([m for m in result.messages if m.content.startswith("note ")]) == 6  # all kept
     assert invariant_violations([m for m in sent if m.role != "system"]) == []
+
+
+async def test_a_summary_the_model_refuses_is_a_warning_and_the_run_ends_cleanly(
+    client, task_queue
+):
+    # The summary's own request refused (say, too long for the model): the run says so and makes
+    # the view smaller without it; here the long answers still do not fit, so the run ends `error`
+    # saying both sizes. Before, the activity's failure failed the workflow itself.
+    fake = BigTools(replies=[*reads(8, "let me think " * 150), text("done")], context_tokens=6_000)
+    fake.size = 2_000
+    fake.client = client
+    fake.summary_error = ApplicationError(
+        "LLM provider answered HTTP 400: the request exceeds the available context size",
+        type="LlmContextExceeded",
+        non_retryable=True,
+    )
+    result, log, _ = await run_to_end(client, task_queue, fake, keep_rounds=1)
+    assert fake.summary_requests, "no summary was asked"
+    warnings = [w.message for w in of_type(log, "warning")]
+    assert any("could not be summarised" in w and "exceeds the available" in w for w in warnings)
+    assert result.finish_reason == "error"
+    assert result.error is not None and result.error.startswith("Context window exceeded")
+    assert not any(m.name == "compaction" for m in result.messages)  # no summary, no marker
