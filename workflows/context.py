@@ -178,11 +178,12 @@ def summary_range(
     Only when the view would still not `fit` so (None: with no summary at all), the summary
     reaches further, one turn at a time, into the last rounds (a turn of many long messages:
     nothing else can make room), up to the record's last turn."""
-    usual = _span(messages, ctx, keep_start(messages, keep_rounds))
+    kept_from = keep_start(messages, keep_rounds)
+    usual = _span(messages, ctx, kept_from)
     if fits is None or fits(usual):
         return usual
     chosen = usual
-    for last in summary_ends(messages, keep_start(messages, keep_rounds) + 1):
+    for last in summary_ends(messages, kept_from + 1):
         span = _span(messages, ctx, last)
         if span is None:
             continue
