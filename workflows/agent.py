@@ -64,8 +64,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.notices import (
         APPROVAL_TIMED_OUT,
         CANCELLED_MESSAGE,
+        EMPTY_REPLY_NUDGE,
         cancel_message,
+        empty_reply,
         length_warning,
+        nothing_returned_warning,
+        nudged_already,
+        repeat_limit_warning,
         round_limit_warning,
     )
     from workflows.notifications import Notifier
@@ -199,8 +204,10 @@ class AgentWorkflow:
             pending = self._conversation.pending()
             if pending:
                 if state.seed_mode or not self._approvals.unanswered(pending):
-                    await self._run_batch(pending)
+                    past_limit = await self._run_batch(pending)
                     state.round += 1
+                    if past_limit:
+                        self._end_turn(repeat_limit_warning(state.options.max_repeats))
                     continue
                 timed_out = await self._wait_for_answers(pending)
                 if timed_out and state.options.on_approval_timeout == "cancel":
@@ -209,7 +216,11 @@ class AgentWorkflow:
             self._conversation.flush_held()
             # 3. Round limit.
             if state.round >= state.options.max_rounds:
-                return self._finish_at_round_limit()
+                if not self._in_session():
+                    return self._finish_at_round_limit()
+                limit = state.options.max_rounds
+                self._end_turn(round_limit_warning(state.messages, limit, session=True))
+                continue
             # 4. Call the model.
             response = await self._ask_model()
             if response is None:
@@ -220,12 +231,58 @@ class AgentWorkflow:
                 continue  # the next iteration ends the run, runs the calls or waits for approval
             if state.held_messages:
                 continue  # a message arrived while the model was answering: answer it too
+            if self._behaviour.sound_seams and empty_reply(state.messages[-1]):
+                if ended := self._after_empty_reply():
+                    return ended
+                continue
             if not state.options.keep_alive:
                 return self._finish("stop")
-            idle = state.options.idle_timeout_seconds
-            state.session_wait = SessionWait(
-                idle_deadline=None if idle is None else workflow.now() + timedelta(seconds=idle)
-            )
+            self._await_next_turn()
+
+    # ------------------------------------------------------------ turns
+
+    def _in_session(self) -> bool:
+        """A session of this release: a turn that stops at a limit ends the turn, not the run."""
+        return self._behaviour.sound_seams and self._state.options.keep_alive
+
+    def _after_empty_reply(self) -> AgentRunResult | None:
+        """An empty reply is no answer: the model is asked again once, with a nudge; a second
+        one in a row ends the turn (the run, outside a session). A result when the run ends."""
+        state = self._state
+        if not nudged_already(state.messages):
+            self._conversation.append(ChatMessage.user(EMPTY_REPLY_NUDGE))
+            return None
+        if not state.options.keep_alive:
+            self._warn(nothing_returned_warning(session=False))
+            return self._finish("stop")
+        self._end_turn(nothing_returned_warning(session=True))
+        return None
+
+    def _end_turn(self, warning: str) -> None:
+        """A session's turn stopped short of an answer: say why, and wait for the next message.
+        A message that arrived while the turn ran (the last one, not yet answered) starts the
+        next turn at once."""
+        self._warn(warning)
+        state = self._state
+        last = state.messages[-1] if state.messages else None
+        unanswered = last is not None and last.role == "user" and last.content != EMPTY_REPLY_NUDGE
+        if unanswered and state.round > 0:
+            self._start_turn()
+            return
+        self._await_next_turn()
+
+    def _await_next_turn(self) -> None:
+        """Between turns: the loop waits for the next message (until the idle deadline)."""
+        idle = self._state.options.idle_timeout_seconds
+        self._state.session_wait = SessionWait(
+            idle_deadline=None if idle is None else workflow.now() + timedelta(seconds=idle)
+        )
+
+    def _start_turn(self) -> None:
+        """A new turn: its rounds count from zero (and, this release, its repeats)."""
+        self._state.session_wait = None
+        self._state.round = 0
+        self._approvals.repeats.new_turn()
 
     # ------------------------------------------------------------ the model
 
@@ -307,8 +364,9 @@ class AgentWorkflow:
 
     # -------------------------------------------------------------- tools
 
-    async def _run_batch(self, pending: list[ToolCall]) -> None:
-        """Run the approved and unguarded calls in parallel, answer the rest, in call order."""
+    async def _run_batch(self, pending: list[ToolCall]) -> bool:
+        """Run the approved and unguarded calls in parallel, answer the rest, in call order.
+        True when a session's turn ends here (a call was past the repeat limit)."""
         state = self._state
         self._set_phase("running", f"round {state.round}: running {len(pending)} tool call(s)")
         allowed = set(self._approvals.allowed_tools())
@@ -321,10 +379,13 @@ class AgentWorkflow:
             max_argument_chars=self._limits.max_argument_chars,
             refuse=self._approvals.refusal if self._behaviour.trust_and_time else None,
         )
+        past_limit = self._in_session() and self._approvals.past_repeat_limit(pending)
+        self._approvals.count_rejections(pending)
         await self._batch.run(pending, steps)
         self._approvals.batch_done()
         state.approval_wait = None
         self._conversation.flush_held()
+        return past_limit
 
     # ------------------------------------------------------------ waiting
 
@@ -398,8 +459,7 @@ class AgentWorkflow:
         except TimeoutError:
             return False
         if state.held_messages:
-            state.session_wait = None
-            state.round = 0
+            self._start_turn()
         return True
 
     # ----------------------------------------------------------- handlers

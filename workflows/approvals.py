@@ -85,7 +85,9 @@ class Approvals:
         self._specs: dict[str, ToolSpec] = {s.name: s for s in state.tool_specs or []}
         self._runnable: dict[str, bool] = {}
         """Whether each call could run at all (a cache: derived from the call and the specs)."""
-        self.repeats = Repeats(state, enabled=behaviour.trust_and_time)
+        self.repeats = Repeats(
+            state, enabled=behaviour.trust_and_time, per_turn=behaviour.sound_seams
+        )
 
     # ---- the worker's tools
 
@@ -386,6 +388,27 @@ class Approvals:
         if arguments_error is not None and call.id in self._state.cut_off:
             return cut_off_message(self._state.cut_off[call.id])
         return None
+
+    def past_repeat_limit(self, pending: Sequence[ToolCall]) -> bool:
+        """Whether a pending call is answered because it is past the repeat limit (read before
+        the batch counts its calls)."""
+        refusals = (self.repeats.refusal(call) for call in pending)
+        return any(r is not None and r.past_limit for r in refusals)
+
+    def count_rejections(self, pending: Sequence[ToolCall]) -> None:
+        """Before the batch runs (this release): a person's no is remembered for the turn, and
+        it counts toward the repeat limit like a run, as does each call answered with it."""
+        if not self._behaviour.sound_seams:
+            return
+        for call in pending:
+            record = self._state.answers.get(call.id)
+            if record is not None:
+                if record.source == "person" and not record.approved:
+                    self.repeats.rejected(call, record.reason)
+                continue
+            refusal = self.repeats.refusal(call)
+            if refusal is not None and not refusal.past_limit:
+                self.repeats.ran(call)
 
     def batch_done(self) -> None:
         """The pending calls all have their tool messages: their answers are spent."""

@@ -646,7 +646,12 @@ class AgentState(BaseModel):
     """Pending calls a rule says a person must answer although their tool needs no approval."""
     call_runs: dict[str, int] = Field(default_factory=dict)
     """How often each distinct call (tool and arguments, hashed) ran in this run: the repeat
-    limit (`options.max_repeats`). Bounded (`workflows.repeats`)."""
+    limit (`options.max_repeats`). Bounded (`workflows.repeats`). Runs of this release count per
+    turn (a session's next message starts again from zero), rejections included."""
+    turn_rejections: dict[str, str | None] = Field(default_factory=dict)
+    """The calls (hashed as in `call_runs`) a person rejected in this turn, with the reason
+    given: the same call again is answered with that rejection without asking anyone. Bounded
+    (`workflows.repeats`)."""
     context: ContextState = Field(default_factory=ContextState)
     """The model's window and the compaction of its view (`workflows.context`)."""
     setup: WorkerSetup | None = None

@@ -1,7 +1,12 @@
-"""The repeat limit: the same call with the same arguments runs at most `options.max_repeats`
-times in a run. Small models loop (`list_dir .` ten times, an approved `echo` four times); past
-the limit the next identical call is answered with a tool message saying the model already has
-that result, without running it or asking anyone. Pure; no Temporal import."""
+"""The repeat limit: the same call with the same arguments is answered at most
+`options.max_repeats` times. Small models loop (`list_dir .` ten times, an approved `echo` four
+times, a call a person just rejected); past the limit the next identical call is answered with a
+tool message saying the model already has that result, without running it or asking anyone.
+
+Runs of this release count per turn (a run without `keep_alive` is one turn; a session's next
+message starts a new one), and count a person's rejection like a run: a call identical to one a
+person rejected in this turn is answered with that rejection and its reason, without asking
+again. Pure; no Temporal import."""
 
 from __future__ import annotations
 
@@ -9,12 +14,17 @@ import hashlib
 from dataclasses import dataclass
 
 from workflows.arguments import arguments_json
+from workflows.bounds import shown
 from workflows.model import AgentState, ToolCall
-from workflows.tool_results import envelope_error
+from workflows.tool_results import DEFAULT_REJECTION_REASON, envelope_error, rejection_message
 
 MAX_TRACKED_CALLS = 1_000
 """The run remembers the run counts of at most this many distinct calls (the oldest go first),
 so the carried bookkeeping stays bounded however long a session lasts."""
+MAX_REMEMBERED_REJECTIONS = 100
+"""A turn remembers at most this many rejected calls (the oldest go first), each with at most
+`REMEMBERED_REASON_CHARS` of its reason: about 50 KB of the hand-over at most."""
+REMEMBERED_REASON_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -23,6 +33,9 @@ class Refusal:
     """The tool message the model gets instead of a result."""
     warning: str
     """What the run's `warning` event says."""
+    past_limit: bool = True
+    """The call is past `max_repeats` (not only a person's no remembered): in a session this
+    ends the turn."""
 
 
 def call_key(call: ToolCall) -> str:
@@ -31,38 +44,93 @@ def call_key(call: ToolCall) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
+def already_rejected_message(call: ToolCall, reason: str | None) -> str:
+    """The tool message for a call a person already rejected in this turn: the rejection with
+    its reason, and why nobody was asked."""
+    return (
+        f"{rejection_message(reason)} (already rejected: a person rejected this exact call,"
+        f" {call.name} with the same arguments, earlier in this turn, so nobody was asked again."
+        " Do not repeat it: call with different arguments, or answer the user.)"
+    )
+
+
 class Repeats:
-    def __init__(self, state: AgentState, *, enabled: bool) -> None:
+    def __init__(self, state: AgentState, *, enabled: bool, per_turn: bool = False) -> None:
         self._state = state
         self._enabled = enabled
+        self._per_turn = enabled and per_turn
+        """Runs of this release: counts per turn, rejections counted and remembered."""
+
+    @property
+    def scope(self) -> str:
+        """What the counts cover, in the words the model and people are told."""
+        return "turn" if self._per_turn and self._state.options.keep_alive else "run"
 
     def refusal(self, call: ToolCall) -> Refusal | None:
-        """Why `call` is not run again (it already ran the most times allowed), or None."""
+        """Why `call` is not run (or asked about) again, or None: a person rejected the same call
+        in this turn, or it already ran (or was rejected) the most times allowed."""
         if not self._enabled:
             return None
+        key = call_key(call)
         limit = self._state.options.max_repeats
-        runs = self._state.call_runs.get(call_key(call), 0)
+        runs = self._state.call_runs.get(key, 0)
+        if self._per_turn and key in self._state.turn_rejections:
+            return self._rejected_again(call, self._state.turn_rejections[key], runs, limit)
         if runs < limit:
             return None
         return Refusal(
             content=envelope_error(
                 f"Not run: this exact call ({call.name} with the same arguments) already ran"
-                f" {runs} times in this run, and its result is in the conversation above. Use"
-                " that result, call with different arguments, or answer the user."
+                f" {runs} times in this {self.scope}, and its result is in the conversation"
+                " above. Use that result, call with different arguments, or answer the user."
             ),
             warning=(
-                f"the same call already ran {runs} times in this run (max_repeats {limit});"
-                " answered without running it or asking anyone"
+                f"the same call already ran {runs} times in this {self.scope} (max_repeats"
+                f" {limit}); answered without running it or asking anyone"
             ),
         )
 
+    def _rejected_again(self, call: ToolCall, reason: str | None, runs: int, limit: int) -> Refusal:
+        said = shown(reason or DEFAULT_REJECTION_REASON, 200)
+        counted = f", {runs} times so far (max_repeats {limit})" if runs >= limit else ""
+        return Refusal(
+            content=already_rejected_message(call, reason),
+            warning=(
+                f"a person already rejected this exact call in this turn ({said}){counted};"
+                " answered with that rejection without asking again"
+            ),
+            past_limit=runs >= limit,
+        )
+
     def ran(self, call: ToolCall) -> None:
-        """Count one execution of `call`."""
+        """Count one execution of `call` (with this release, also one rejection of it)."""
         if not self._enabled:
             return
-        runs = self._state.call_runs
+        _count(self._state.call_runs, call_key(call))
+
+    def rejected(self, call: ToolCall, reason: str | None) -> None:
+        """A person rejected `call`: remembered for the turn, and counted like a run."""
+        if not self._per_turn:
+            return
         key = call_key(call)
-        count = runs.pop(key, 0) + 1
-        runs[key] = count
-        while len(runs) > MAX_TRACKED_CALLS:
-            del runs[next(iter(runs))]
+        rejections = self._state.turn_rejections
+        rejections.pop(key, None)
+        rejections[key] = None if reason is None else shown(reason, REMEMBERED_REASON_CHARS)
+        while len(rejections) > MAX_REMEMBERED_REJECTIONS:
+            del rejections[next(iter(rejections))]
+        self.ran(call)
+
+    def new_turn(self) -> None:
+        """A session's next message: the counts and the rejections start again."""
+        if not self._per_turn:
+            return
+        self._state.call_runs.clear()
+        self._state.turn_rejections.clear()
+
+
+def _count(runs: dict[str, int], key: str) -> None:
+    """One more for `key`, which becomes the newest; the oldest go past `MAX_TRACKED_CALLS`."""
+    count = runs.pop(key, 0) + 1
+    runs[key] = count
+    while len(runs) > MAX_TRACKED_CALLS:
+        del runs[next(iter(runs))]
