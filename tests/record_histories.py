@@ -504,6 +504,52 @@ async def notifications(client: Client, queue: str) -> Handle:
     return handle
 
 
+async def bad_turn(client: Client, queue: str) -> Handle:
+    """A session whose first turn loops to its round limit: the turn ends with a warning, the
+    session answers the next message."""
+    loop = [calls((f"c{i}", "list_dir", f'{{"path": "d{i}"}}')) for i in range(2)]
+    fake = FakeAgentActivities(replies=[*loop, text("Here it is.")])
+    options = AgentRunOptions(keep_alive=True, max_rounds=2)
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt(options))
+        await wait_for_phase(handle, "waiting_for_message")
+        await handle.signal("send_message", {"content": "just answer, please"})
+        await wait_until(lambda: len(fake.llm_requests) == 3)
+        await wait_for_phase(handle, "waiting_for_message")
+        await handle.signal("cancel")
+        await handle.result()
+    return handle
+
+
+async def rejected_again(client: Client, queue: str) -> Handle:
+    """A person rejects a call; the model asks for it twice more in the turn: nobody is asked
+    again."""
+    same = [calls((f"c{i}", "delete_path", '{"path": "logs"}')) for i in range(3)]
+    fake = FakeAgentActivities(replies=[*same, text("kept")])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt())
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.signal(
+            "tool_approval", {"call_id": "c0", "approved": False, "reason": "keep them"}
+        )
+        await handle.result()
+    return handle
+
+
+async def empty_reply(client: Client, queue: str) -> Handle:
+    """An empty reply is asked again once with a nudge; two in a row end the turn."""
+    fake = FakeAgentActivities(replies=[text(""), text("Done."), text(""), text("")])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt(AgentRunOptions(keep_alive=True)))
+        await wait_for_phase(handle, "waiting_for_message")
+        await handle.signal("send_message", {"content": "and now?"})
+        await wait_until(lambda: len(fake.llm_requests) == 4)
+        await wait_for_phase(handle, "waiting_for_message")
+        await handle.signal("cancel")
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "approve": approve,
     "reject": reject,
@@ -533,6 +579,9 @@ SCENARIOS: dict[str, Scenario] = {
     "text_call": text_call,
     "compaction": compaction,
     "notifications": notifications,
+    "bad_turn": bad_turn,
+    "rejected_again": rejected_again,
+    "empty_reply": empty_reply,
 }
 
 
