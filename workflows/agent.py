@@ -112,7 +112,12 @@ class AgentWorkflow:
             after_answer=self._show_waiting,
         )
         self._compactor = Compactor(
-            self._state, self._conversation, self._emit, self._approvals.offered_specs, self._warn
+            self._state,
+            self._conversation,
+            self._emit,
+            self._approvals.offered_specs,
+            self._warn,
+            sound_seams=self._behaviour.sound_seams,
         )
         self._notifier = Notifier(self._state, self._warn)
         self._visibility = Visibility()

@@ -49,8 +49,12 @@ class Compactor:
         emit: Callable[[BaseEvent], None],
         offered: Callable[[], list[ToolSpec]],
         warn: Callable[[str], None],
+        *,
+        sound_seams: bool = False,
     ) -> None:
         self._state = state
+        self._sound_seams = sound_seams
+        """This release's compaction (`context.Rules.sound`) and the summary as a user message."""
         self._conversation = conversation
         self._emit = emit
         self._offered = offered
@@ -86,60 +90,41 @@ class Compactor:
     async def fit(self) -> str | None:
         """Compact the view if the next request would pass `compact_at` of the window. Why the
         run cannot go on (no view fits the window), or None."""
-        state, ctx = self._state, self._state.context
+        ctx = self._state.context
         if ctx.window is None:
             return None
-        messages, tools = self._conversation.messages, self._tools_bytes()
-        share, keep = state.options.compact_at, state.options.keep_rounds
-        before = context.estimate(messages, ctx, tools)
-        if before <= share * ctx.window:
+        messages = self._conversation.messages
+        done = await context.compact(
+            messages, ctx, self._tools_bytes(), self._rules(), self._summarise
+        )
+        if done is None:
             return None
-        ctx, dropped = context.drop_old_results(messages, ctx, keep)
-        summarised = 0
-        if context.over(messages, ctx, tools, share):
-            span = context.summary_range(messages, ctx, keep, self._fits(ctx, tools, share))
-            text = None if span is None else await self._summarise(span, ctx)
-            if span is not None and text is not None:
-                marker = len(messages)
-                self._conversation.append(context.marker_message(span.first, span.last, text))
-                ctx = context.with_summary(ctx, text, span.last, marker)
-                summarised = span.count
-        cut = 0
-        if ctx.window is not None and context.over(messages, ctx, tools, share):
-            ctx, cut = context.cut_to_fit(messages, ctx, tools, share * ctx.window)
-        state.context = ctx
-        after = context.estimate(messages, ctx, tools)
-        if dropped or summarised or cut:
+        if done.marker is not None:
+            self._conversation.append(done.marker)
+        self._state.context = done.ctx
+        if done.changed:
             metrics.compacted()
             self._emit(
                 CompactionEvent(
-                    before_tokens=before,
-                    after_tokens=after,
-                    dropped_results=dropped,
-                    summarised_messages=summarised,
-                    cut_results=cut,
+                    before_tokens=done.before,
+                    after_tokens=done.after,
+                    dropped_results=done.dropped,
+                    summarised_messages=done.summarised,
+                    cut_results=done.cut,
                 )
             )
-        assert ctx.window is not None
-        return exceeded_message(after, ctx.window) if after > ctx.window else None
+        window = done.ctx.window
+        assert window is not None
+        return exceeded_message(done.after, window) if done.after > window else None
 
-    def _fits(
-        self, ctx: ContextState, tools: int, share: float
-    ) -> Callable[[context.SummaryRange | None], bool]:
-        """Whether the view fits `share` of the window once `span` is summarised (at the longest
-        summary that may come back; None: nothing is) and results still too big are cut."""
-        messages = self._conversation.messages
-        assert ctx.window is not None
-        window, stand_in = ctx.window, context.longest_summary(ctx.window)
-
-        def fits(span: context.SummaryRange | None) -> bool:
-            trial = ctx
-            if span is not None:
-                trial = context.with_summary(ctx, stand_in, span.last, len(messages))
-            trial, _ = context.cut_to_fit(messages, trial, tools, share * window)
-            return not context.over(messages, trial, tools, share)
-
-        return fits
+    def _rules(self) -> context.Rules:
+        options = self._state.options
+        return context.Rules(
+            at=options.compact_at,
+            to=options.compact_to,
+            keep_rounds=options.keep_rounds,
+            sound=self._sound_seams,
+        )
 
     async def _summarise(self, span: context.SummaryRange, ctx: ContextState) -> str | None:
         """The summary of `span`, or None when it could not be made (the run says so in a

@@ -12,8 +12,8 @@ record (so people see where and how the view changed) are never sent to the mode
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
 
 from workflows.bounds import json_bytes
 from workflows.model import ChatMessage, ContextState
@@ -35,6 +35,12 @@ SUMMARY_PREFIX = (
     "Summary of the earlier conversation (older messages were summarised to fit the model's"
     " context window):\n"
 )
+"""The summary as a system message (runs of earlier releases)."""
+USER_SUMMARY_PREFIX = (
+    "[This is a summary of the earlier conversation, not a new request: older messages were"
+    " summarised to fit the model's context window.]\n"
+)
+"""The summary as a user message (it is written from tool output: data, never an instruction)."""
 
 
 def tokens(size: int) -> int:
@@ -86,7 +92,7 @@ def model_view(messages: Sequence[ChatMessage], ctx: ContextState) -> list[ChatM
     start = max(head, ctx.summary_until)
     if ctx.summary is not None:
         view += [m for m in messages[head:start] if m.role == "system" and not is_marker(m)]
-        view.append(ChatMessage.system(SUMMARY_PREFIX + ctx.summary))
+        view.append(summary_message(ctx.summary, as_user=ctx.summary_as_user))
     for index in range(start, len(messages)):
         if index in markers:
             continue
@@ -97,6 +103,14 @@ def model_view(messages: Sequence[ChatMessage], ctx: ContextState) -> list[ChatM
             message = cut_message(message, ctx.cut[index])
         view.append(message)
     return view
+
+
+def summary_message(summary: str, *, as_user: bool) -> ChatMessage:
+    """The summary as the model reads it: a user message that says it is one (earlier releases:
+    a system message)."""
+    if as_user:
+        return ChatMessage.user(USER_SUMMARY_PREFIX + summary)
+    return ChatMessage.system(SUMMARY_PREFIX + summary)
 
 
 def view_bytes(messages: Sequence[ChatMessage], ctx: ContextState) -> int:
@@ -214,12 +228,16 @@ def longest_summary(window: int) -> str:
     return "x" * min(MAX_SUMMARY_CHARS, summary_tokens(window) * SUMMARY_CHARS_PER_TOKEN)
 
 
-def with_summary(ctx: ContextState, text: str, until: int, marker: int) -> ContextState:
+def with_summary(
+    ctx: ContextState, text: str, until: int, marker: int, *, as_user: bool = False
+) -> ContextState:
     """The context once the summary of everything before `until` arrived (its marker at record
-    index `marker`). Bookkeeping about the summarised part is dropped: it stays bounded."""
+    index `marker`; `as_user`: the model reads it as a user message). Bookkeeping about the
+    summarised part is dropped: it stays bounded."""
     return ctx.model_copy(
         update={
             "summary": text[:MAX_SUMMARY_CHARS],
+            "summary_as_user": as_user,
             "summary_until": until,
             "dropped_until": max(ctx.dropped_until, until),
             "markers": [*(i for i in ctx.markers if i >= until), marker],
@@ -249,6 +267,157 @@ def cut_to_fit(
         current = current.model_copy(update={"cut": dict(cut)})
     count = sum(1 for i in cut if cut[i] != ctx.cut.get(i))
     return current, count
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How a run compacts (its options): past `at` of the window; `to`: the share of the window
+    a compaction brings the view down to; the last `keep_rounds` rounds are kept whole. `sound`:
+    this release's rules (a compaction makes room down to `to` from the older part only, and
+    touches the last rounds only when the request would not fit the window at all); else the
+    earlier releases' (each step stops as soon as the view is under `at`)."""
+
+    at: float
+    to: float
+    keep_rounds: int
+    sound: bool = True
+
+
+Summarise = Callable[[SummaryRange, ContextState], Awaitable[str | None]]
+"""Writes the summary of a range (the `summarize_conversation` activity); None: it could not."""
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """What one compaction did: the context after it, the request's size before and after, the
+    counts of each step, and the marker to append to the record (when a summary was made)."""
+
+    ctx: ContextState
+    before: int
+    after: int
+    dropped: int = 0
+    summarised: int = 0
+    cut: int = 0
+    marker: ChatMessage | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.dropped or self.summarised or self.cut)
+
+
+async def compact(
+    messages: Sequence[ChatMessage],
+    ctx: ContextState,
+    tools: int,
+    rules: Rules,
+    summarise: Summarise,
+) -> Compacted | None:
+    """Compact the view when the request passes `rules.at` of the window (None: it does not, and
+    the view stays as it is, so the next request only adds to its end)."""
+    assert ctx.window is not None
+    before = estimate(messages, ctx, tools)
+    if before <= rules.at * ctx.window:
+        return None
+    make = _make_room if rules.sound else _make_fit
+    done = await make(messages, ctx, tools, rules, summarise)
+    return replace(done, before=before, after=estimate(messages, done.ctx, tools))
+
+
+async def _make_room(
+    messages: Sequence[ChatMessage],
+    ctx: ContextState,
+    tools: int,
+    rules: Rules,
+    summarise: Summarise,
+) -> Compacted:
+    """This release's compaction: tool results before the last rounds dropped, then the turns
+    before them summarised (when that saves anything), until the view is under `rules.to` of
+    the window. The last rounds are summarised or cut only when the request would still not fit
+    the window, and then down to `rules.at`."""
+    assert ctx.window is not None
+    window, room = ctx.window, min(rules.to, rules.at)
+    ctx, dropped = drop_old_results(messages, ctx, rules.keep_rounds)
+    summarised, marker = 0, None
+    if over(messages, ctx, tools, room):
+        span = summary_range(messages, ctx, rules.keep_rounds)
+        if not fits_once(messages, ctx, tools, rules.at, 1.0)(span):
+            span = summary_range(
+                messages, ctx, rules.keep_rounds, fits_once(messages, ctx, tools, rules.at)
+            )
+        elif span is not None and not worth_summarising(messages, ctx, span):
+            span = None
+        text = None if span is None else await summarise(span, ctx)
+        if span is not None and text is not None:
+            marker = marker_message(span.first, span.last, text)
+            ctx = with_summary(ctx, text, span.last, len(messages), as_user=True)
+            summarised = span.count
+    cut = 0
+    if over(messages, ctx, tools, 1.0):
+        ctx, cut = cut_to_fit(messages, ctx, tools, rules.at * window)
+    return Compacted(ctx, 0, 0, dropped, summarised, cut, marker)
+
+
+async def _make_fit(
+    messages: Sequence[ChatMessage],
+    ctx: ContextState,
+    tools: int,
+    rules: Rules,
+    summarise: Summarise,
+) -> Compacted:
+    """The earlier releases' compaction: each step (drop, summarise, cut) stops as soon as the
+    view is under `rules.at` of the window."""
+    assert ctx.window is not None
+    share = rules.at
+    ctx, dropped = drop_old_results(messages, ctx, rules.keep_rounds)
+    summarised, marker = 0, None
+    if over(messages, ctx, tools, share):
+        span = summary_range(
+            messages, ctx, rules.keep_rounds, fits_once(messages, ctx, tools, share)
+        )
+        text = None if span is None else await summarise(span, ctx)
+        if span is not None and text is not None:
+            marker = marker_message(span.first, span.last, text)
+            ctx = with_summary(ctx, text, span.last, len(messages))
+            summarised = span.count
+    cut = 0
+    if ctx.window is not None and over(messages, ctx, tools, share):
+        ctx, cut = cut_to_fit(messages, ctx, tools, share * ctx.window)
+    return Compacted(ctx, 0, 0, dropped, summarised, cut, marker)
+
+
+def fits_once(
+    messages: Sequence[ChatMessage],
+    ctx: ContextState,
+    tools: int,
+    cut_to: float,
+    share: float | None = None,
+) -> Callable[[SummaryRange | None], bool]:
+    """Whether the view fits `share` of the window (default: `cut_to`) once `span` is
+    summarised (at the longest summary that may come back; None: nothing is) and results still
+    too big are cut to `cut_to` of it."""
+    assert ctx.window is not None
+    window, stand_in = ctx.window, longest_summary(ctx.window)
+    limit = cut_to if share is None else share
+
+    def fits(span: SummaryRange | None) -> bool:
+        trial = ctx
+        if span is not None:
+            trial = with_summary(ctx, stand_in, span.last, len(messages))
+        trial, _ = cut_to_fit(messages, trial, tools, cut_to * window)
+        return not over(messages, trial, tools, limit)
+
+    return fits
+
+
+def worth_summarising(
+    messages: Sequence[ChatMessage], ctx: ContextState, span: SummaryRange
+) -> bool:
+    """Whether the part `span` covers takes more of the view than the longest summary that may
+    replace it (a few short turns and placeholders are left as they are)."""
+    assert ctx.window is not None
+    part = with_summary(ctx, "", span.last, len(messages))
+    saved = view_bytes(messages, ctx) - view_bytes(messages, part)
+    return saved > len(longest_summary(ctx.window).encode())
 
 
 def marker_message(first: int, last: int, summary: str) -> ChatMessage:

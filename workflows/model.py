@@ -193,6 +193,9 @@ class AgentRunOptions(BaseModel):
     """Lower the model's context window for this run (tokens); null: the worker's."""
     compact_at: Annotated[float, Field(gt=0, le=1)] = 0.8
     """Compact the model's view when the estimated request passes this share of the window."""
+    compact_to: Annotated[float, Field(gt=0, lt=1)] = 0.5
+    """A compaction brings the view down to this share of the window (at most `compact_at`), as
+    far as the last `keep_rounds` rounds allow, so the next one comes many rounds later."""
     keep_rounds: Annotated[int, Field(ge=0, le=1_000)] = 3
     """Compaction never drops or summarises the last this many rounds."""
     """The same call with the same arguments runs at most this many times in a run; the next
@@ -534,6 +537,10 @@ class ContextState(BaseModel):
     """Record indices of the compaction markers (in the record, never sent to the model)."""
     cut: dict[int, int] = Field(default_factory=dict)
     """Record index of a tool result → the characters the view keeps of it."""
+    summary_as_user: bool = False
+    """The summary reaches the model as a user message saying it is a summary (it is written
+    from tool output: data, never the system's word); False: as a system message (runs of
+    earlier releases)."""
     too_long: int = 0
     """Replies in a row that said the request was too long for the model."""
 

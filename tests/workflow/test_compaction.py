@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 from tests.fakes import BigTools, FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, wait_for_phase, worker_for
 from workflows import names
-from workflows.context import SUMMARY_PREFIX
+from workflows.context import USER_SUMMARY_PREFIX
 from workflows.conversation import invariant_violations
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
 
@@ -72,9 +72,12 @@ async def test_old_turns_are_summarised_and_the_record_shows_where(client, task_
     assert len(markers) == len(fake.summary_requests)
     assert markers[0].content.startswith("[compaction] messages 1–")
     assert len([m for m in result.messages if m.role == "tool"]) == 8
-    # The view: the first user message, the summary, the newest round; no marker.
+    # The view: the first user message, the summary (data: a user message saying it is a
+    # summary, never a system message), the newest round; no marker.
     assert view[0] == result.messages[0]
-    assert view[1].role == "system" and view[1].content.startswith(SUMMARY_PREFIX)
+    assert view[1].role == "user" and view[1].content.startswith(USER_SUMMARY_PREFIX)
+    assert "summary of the earlier conversation" in view[1].content
+    assert all(m.role != "system" for m in view)
     assert all(m.name != "compaction" for m in view)
     assert invariant_violations([m for m in view if m.role != "system"]) == []
     # A later summary continues the earlier one.
