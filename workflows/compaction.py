@@ -1,12 +1,14 @@
 """The model's context window over a run: the one owner of `state.context`.
 
 Before every model call the run estimates the request (`context.estimate`); past
-`options.compact_at` of the window it compacts the model's view, stopping as soon as it fits:
-old tool results become placeholders, then the oldest turns are summarised by the
+`options.compact_at` of the window it compacts the model's view (`context.compact`): old tool
+results become placeholders, then the oldest turns are summarised by the
 `summarize_conversation` activity (its result is in history, so a replay compacts the same way),
-then tool results still too big are cut. A provider that says the request is too long lowers the
-window to what it names and the call is made again (twice at most). Each compaction is a
-`compaction` event and a marker in the record; the record itself keeps every message.
+until the view is under `options.compact_to`; the last rounds are summarised or cut only when the
+request would not fit the window. Between two compactions the view only grows at its end. A
+provider that says the request is too long lowers the window to what it names and the call is
+made again (twice at most). Each compaction is a `compaction` event and a marker in the record;
+the record itself keeps every message.
 """
 
 from __future__ import annotations

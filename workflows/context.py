@@ -3,11 +3,13 @@ and plan the compaction that makes the view fit. Pure; no Temporal import.
 
 The record (`state.messages`) keeps every message. The view is what the model is sent: the
 leading system messages and the first user message; then, once older turns were summarised, the
-system messages among them and one summary message; then the rest, where tool results older
-than the last `keep_rounds` rounds are a one-line placeholder and a result too big for the window
-is cut. A round starts at an assistant message, so an assistant message and the tool results of
-its calls are always kept or left out together. The compaction markers the run appends to the
-record (so people see where and how the view changed) are never sent to the model.
+system messages among them and one summary message (a user message saying it is a summary); then
+the rest, where tool results older than the last `keep_rounds` rounds are a one-line placeholder
+and a result too big for the window is cut. The view changes only at a compaction: between two,
+new messages are added at its end and nothing before them changes. A round starts at an
+assistant message, so an assistant message and the tool results of its calls are always kept or
+left out together. The compaction markers the run appends to the record (so people see where and
+how the view changed) are never sent to the model.
 """
 
 from __future__ import annotations
