@@ -61,6 +61,15 @@ class Compactor:
         self._emit = emit
         self._offered = offered
         self._warn = warn
+        if sound_seams:
+            self._summary_as_data()
+
+    def _summary_as_data(self) -> None:
+        """A summary carried from a generation of an earlier release (a system message there)
+        reaches the model as a user message from now on: it is data, never an instruction."""
+        ctx = self._state.context
+        if ctx.summary is not None and not ctx.summary_as_user:
+            self._state.context = ctx.model_copy(update={"summary_as_user": True})
 
     @property
     def active(self) -> bool:
