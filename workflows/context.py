@@ -342,10 +342,9 @@ async def _make_room(
     summarised, marker = 0, None
     if over(messages, ctx, tools, room):
         span = summary_range(messages, ctx, rules.keep_rounds)
-        if not fits_once(messages, ctx, tools, rules.at, 1.0)(span):
-            span = summary_range(
-                messages, ctx, rules.keep_rounds, fits_once(messages, ctx, tools, rules.at)
-            )
+        if not fits_once(messages, ctx, tools, rules.at, 1.0, as_user=True)(span):
+            fits = fits_once(messages, ctx, tools, rules.at, as_user=True)
+            span = summary_range(messages, ctx, rules.keep_rounds, fits)
         elif span is not None and not worth_summarising(messages, ctx, span):
             span = None
         text = None if span is None else await summarise(span, ctx)
@@ -393,10 +392,12 @@ def fits_once(
     tools: int,
     cut_to: float,
     share: float | None = None,
+    *,
+    as_user: bool = False,
 ) -> Callable[[SummaryRange | None], bool]:
     """Whether the view fits `share` of the window (default: `cut_to`) once `span` is
-    summarised (at the longest summary that may come back; None: nothing is) and results still
-    too big are cut to `cut_to` of it."""
+    summarised (at the longest summary that may come back, in the role it will have; None:
+    nothing is) and results still too big are cut to `cut_to` of it."""
     assert ctx.window is not None
     window, stand_in = ctx.window, longest_summary(ctx.window)
     limit = cut_to if share is None else share
@@ -404,7 +405,7 @@ def fits_once(
     def fits(span: SummaryRange | None) -> bool:
         trial = ctx
         if span is not None:
-            trial = with_summary(ctx, stand_in, span.last, len(messages))
+            trial = with_summary(ctx, stand_in, span.last, len(messages), as_user=as_user)
         trial, _ = cut_to_fit(messages, trial, tools, cut_to * window)
         return not over(messages, trial, tools, limit)
 
@@ -417,7 +418,7 @@ def worth_summarising(
     """Whether the part `span` covers takes more of the view than the longest summary that may
     replace it (a few short turns and placeholders are left as they are)."""
     assert ctx.window is not None
-    part = with_summary(ctx, "", span.last, len(messages))
+    part = with_summary(ctx, "", span.last, len(messages), as_user=True)
     saved = view_bytes(messages, ctx) - view_bytes(messages, part)
     return saved > len(longest_summary(ctx.window).encode())
 
