@@ -76,7 +76,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.notifications import Notifier
     from workflows.reconstruction import plan_resume
     from workflows.rules import PolicyView
-    from workflows.state import handover, initial_state
+    from workflows.state import handed_over, handover, initial_state
     from workflows.versions import Behaviour
     from workflows.visibility import Visibility, describe_waiting
 
@@ -92,10 +92,14 @@ class AgentWorkflow:
         self._behaviour = Behaviour.of_this_run()
         self._limits = Limits() if self._behaviour.hardened else Limits.first_release()
         self._state: AgentState
+        continued = info.continued_run_id is not None
+        if self._behaviour.sound_seams:
+            continued = handed_over(info.continued_run_id, info.attempt, info.cron_schedule)
         self._state, self._refused = initial_state(
             input,
-            continued=info.continued_run_id is not None,
+            continued=continued,
             strict=self._behaviour.trust_and_time,
+            cron=self._behaviour.sound_seams and bool(info.cron_schedule),
         )
         self._sealed_only = self._behaviour.trust_and_time and not input.arrived_in_plaintext
         self._log = EventLog(self._state)
@@ -165,11 +169,16 @@ class AgentWorkflow:
         result when the run ends right there."""
         state = self._state
         if self._behaviour.trust_and_time:
-            if state.setup is None:
-                state.setup = await calls.worker_setup()
-                self._approvals.know_tools(state.setup.tools)
-                state.worker_policy = state.setup.policy
-                self._compactor.start(state.setup)
+            # This release's runs read the worker's setup in every generation: what decides a
+            # call (tools, enforced rules, notifications) is the worker's as it is now, never a
+            # value carried over.
+            first = state.setup is None
+            if first or self._behaviour.sound_seams:
+                setup = state.setup = await calls.worker_setup()
+                self._approvals.know_tools(setup.tools)
+                state.worker_policy = setup.policy
+                if first:
+                    self._compactor.start(setup)
         else:
             if state.tool_specs is None:
                 self._approvals.know_tools(await calls.list_tools())

@@ -6,7 +6,9 @@ and writes the hand-over of continue-as-new.
   was (`AgentRunInput.state`), or, for runs continued by the first release, its flat hand-over
   (`AgentRunInput.continued`, read by `from_carried`).
 - A client cannot claim to be a continuation: `state` and `continued` are taken only when the
-  run was continued as new (`workflow.info().continued_run_id` is set).
+  previous run of the chain itself continued as new (`handed_over`). The server also sets
+  `continued_run_id` for a cron run and a retried run, whose input is the client's: those are
+  plain starts, and a cron schedule is refused altogether.
 """
 
 from __future__ import annotations
@@ -30,12 +32,31 @@ NOT_A_CONTINUATION = (
 )
 
 
+CRON_REFUSED = (
+    "Invalid AgentRunInput: AgentWorkflow does not run on a cron schedule (each cron run starts"
+    " from the client's input again); use a Temporal Schedule that starts a new run each time"
+    " (`temporal schedule create`)"
+)
+
+
+def handed_over(continued_run_id: str | None, attempt: int, cron_schedule: str | None) -> bool:
+    """Whether this run's input was written by the workflow itself: the previous run of the
+    chain continued as new. Only the server sets these fields (a client chooses a cron schedule
+    and a retry policy, never the run id or the attempt): a retried run has `attempt` > 1, a cron
+    run its schedule; a continue-as-new starts at attempt 1 without one. (A reset replays the
+    run it resets, with that run's own input.)"""
+    return continued_run_id is not None and attempt == 1 and not cron_schedule
+
+
 def initial_state(
-    run_input: AgentRunInput, *, continued: bool, strict: bool = True
+    run_input: AgentRunInput, *, continued: bool, strict: bool = True, cron: bool = False
 ) -> tuple[AgentState, str | None]:
     """The state this generation starts from, and why the input is refused (or None). With
     `strict` (runs of this release on), a hand-over given at a start that is not a
-    continue-as-new is refused and a new state is built from the input's messages instead."""
+    continue-as-new is refused and a new state is built from the input's messages instead; a
+    run on a cron schedule (`cron`, this release's runs) is refused whatever its input."""
+    if cron:
+        return new_state(run_input), CRON_REFUSED
     handed = run_input.state is not None or run_input.continued is not None
     if strict and handed and not continued:
         return new_state(run_input), NOT_A_CONTINUATION
