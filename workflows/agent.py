@@ -76,7 +76,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.notifications import Notifier
     from workflows.reconstruction import plan_resume
     from workflows.rules import PolicyView
-    from workflows.state import handed_over, handover, initial_state
+    from workflows.state import (
+        carried_once,
+        fit_handover,
+        handed_over,
+        handover,
+        initial_state,
+    )
     from workflows.versions import Behaviour
     from workflows.visibility import Visibility, describe_waiting
 
@@ -208,7 +214,8 @@ class AgentWorkflow:
             if state.cancel is not None:
                 return self._finish("cancelled", self._cancel_message(state.cancel))
             if self._should_continue_as_new():
-                await self._continue_as_new()
+                if (ended := await self._continue_as_new()) is not None:
+                    return ended
             # A session between turns (`keep_alive`): wait for the next message.
             if state.session_wait is not None:
                 if not await self._wait_for_message(state.session_wait):
@@ -667,10 +674,26 @@ class AgentWorkflow:
         cap = self._state.options.max_history_events
         return cap is not None and info.get_current_history_length() >= cap
 
-    async def _continue_as_new(self) -> None:
-        """Hand the state to the next generation as it is (live followers follow on to it)."""
+    async def _continue_as_new(self) -> AgentRunResult | None:
+        """Hand the state to the next generation (live followers follow on to it). This
+        release's runs measure the whole hand-over first and keep it within its budget; the
+        result when the run cannot continue (it ends `error` saying why)."""
         await self._live.close()
-        workflow.continue_as_new(handover(self._state, self._log.carry(), self._live.carried()))
+        handed = handover(self._state, self._log.carry(), self._live.carried())
+        if self._behaviour.sound_seams:
+            handed, problem = self._bounded(handed)
+            if problem is not None:
+                return self._finish("error", problem)
+        workflow.continue_as_new(handed)
+
+    def _bounded(self, handed: AgentRunInput) -> tuple[AgentRunInput, str | None]:
+        """The hand-over with the run's rules once, cut to its budget. With a payload store
+        the hand-over goes to the store whole (Temporal holds a reference)."""
+        handed = carried_once(handed)
+        setup = self._state.setup
+        if setup is not None and setup.payload_store:
+            return handed, None
+        return fit_handover(handed, bounds.HANDOVER_BUDGET_BYTES)
 
     def _finish_at_round_limit(self) -> AgentRunResult:
         if self._behaviour.trust_and_time:

@@ -18,6 +18,9 @@ MAX_CONVERSATION_BYTES = 1_400_000
 """The model is never sent more than this, and the messages (with held ones) never exceed it by
 more than one bounded step. It also bounds the continue-as-new hand-over (the messages, plus at
 most ~200 KB of carried events and ~128 KB of stream state) and the result."""
+HANDOVER_BUDGET_BYTES = 1_500_000
+"""The whole input of a continue-as-new takes at most this much as JSON (without a payload
+store): the carried events, stream and audit are cut to fit it, else the run ends `error`."""
 RESULT_BUDGET_BYTES = 1_800_000
 """The workflow's result never exceeds this (a safety net: the conversation bound keeps it
 smaller already)."""

@@ -13,6 +13,9 @@ and writes the hand-over of continue-as-new.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from pydantic_core import to_json
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from workflows.model import (
@@ -102,6 +105,101 @@ def handover(
         }
     )
     return AgentRunInput(messages=[], options=AgentRunOptions(), state=handed)
+
+
+def carried_once(handed: AgentRunInput) -> AgentRunInput:
+    """The hand-over with nothing in it twice and nothing it does not need: the run's rules
+    travel in `run_rules` only (`options.approval_policy` was read at the start), and options
+    the workflow does not know (a warning at the start) are left behind."""
+    state = handed.state
+    if state is None:
+        return handed
+    known = state.options.model_dump(exclude=set(state.options.model_extra or {}))
+    known["approval_policy"] = None
+    options = AgentRunOptions.model_validate(known)
+    return handed.model_copy(update={"state": state.model_copy(update={"options": options})})
+
+
+def handover_bytes(run_input: AgentRunInput) -> int:
+    """The input's size as the payload converter writes it (pydantic's JSON)."""
+    return len(to_json(run_input))
+
+
+def fit_handover(handed: AgentRunInput, budget: int) -> tuple[AgentRunInput, str | None]:
+    """The hand-over cut to `budget` bytes: the oldest items of the carried stream, then of the
+    carried events, then of the audit (counted as dropped), then the stream's publisher records
+    go first. Why the run cannot continue when even that is not enough (or None): the
+    conversation and the run's rules are never cut."""
+    state = handed.state
+    size = handover_bytes(handed)
+    if state is None or size <= budget:
+        return handed, None
+    for cut in (_cut_stream, _cut_events, _cut_audit, _cut_publishers):
+        while size > budget and cut(state, size - budget):
+            size = handover_bytes(handed)
+        if size <= budget:
+            return handed, None
+    return handed, cannot_continue(state, size, budget)
+
+
+def _oldest(items: list[object], excess: int) -> int:
+    """How many of the oldest `items` free at least `excess` bytes of JSON (all of them when
+    they cannot)."""
+    freed = 0
+    for count, item in enumerate(items, start=1):
+        freed += len(to_json(item)) + 1
+        if freed >= excess:
+            return count
+    return len(items)
+
+
+def _cut_stream(state: AgentState, excess: int) -> bool:
+    stream = state.stream
+    if stream is None or not stream.log:
+        return False
+    count = _oldest(list(stream.log), excess)
+    state.stream = replace(stream, log=stream.log[count:], base_offset=stream.base_offset + count)
+    return True
+
+
+def _cut_events(state: AgentState, excess: int) -> bool:
+    if not state.events:
+        return False
+    state.events = state.events[_oldest(list(state.events), excess) :]
+    return True
+
+
+def _cut_audit(state: AgentState, excess: int) -> bool:
+    if not state.audit:
+        return False
+    count = _oldest(list(state.audit), excess)
+    state.audit = state.audit[count:]
+    state.audit_dropped += count
+    state.audit_bytes = sum(len(entry.model_dump_json()) for entry in state.audit)
+    return True
+
+
+def _cut_publishers(state: AgentState, excess: int) -> bool:
+    stream = state.stream
+    if stream is None or not stream.publishers:
+        return False
+    by_age = sorted(stream.publishers.items(), key=lambda item: item[1].last_seen)
+    count = _oldest([{key: value} for key, value in by_age], excess)
+    state.stream = replace(stream, publishers=dict(by_age[count:]))
+    return True
+
+
+def cannot_continue(state: AgentState, size: int, budget: int) -> str:
+    """Why the run ends instead of continuing as new, naming what takes the room."""
+    messages = len(to_json(state.messages)) + len(to_json(state.held_messages))
+    rules = len(to_json(state.run_rules))
+    return (
+        f"the run cannot continue as new: its state takes {size} bytes, more than the"
+        f" {budget}-byte hand-over, with the carried events, stream and audit left out"
+        f" (the conversation {messages} bytes, the run's rules {rules} bytes); start a new run"
+        " with a shorter conversation or fewer rules, or give the worker a payload store"
+        " (AGENT_PAYLOAD_STORE)"
+    )
 
 
 def from_carried(run_input: AgentRunInput, carried: CarriedState) -> AgentState:

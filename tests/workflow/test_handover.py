@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.common import RetryPolicy
+from temporalio.service import RPCError
 
 from tests.fakes import TOOL_SPECS, FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, status, wait_for_phase, wait_until, worker_for
@@ -271,11 +272,16 @@ async def test_a_large_session_never_wedges_at_continue_as_new(
         await wait_for_phase(handle, "waiting_for_message", timeout=60)
         # Let the session wait, then fill its history until it must continue as new.
         for i in range(40):
-            await handle.signal(
-                names.SIGNAL_TOOL_APPROVAL, {"call_id": f"no-{i}", "approved": True}
-            )
-            if await generation_of(handle) is not None:
+            described = await handle.describe()
+            if described.status != WorkflowExecutionStatus.RUNNING:
                 break
+            if described.run_id != handle.first_execution_run_id:
+                break
+            answer = {"call_id": f"no-{i}", "approved": True}
+            try:
+                await handle.signal(names.SIGNAL_TOOL_APPROVAL, answer)
+            except RPCError:
+                break  # it ended between the look and the signal
         seen = await closed_or_continued(handle)
         if outcome == "error":
             assert seen == "closed", seen
