@@ -118,7 +118,7 @@ async def test_a_retried_run_is_a_plain_start(client, task_queue):
         forged_handover(),
         id=f"retried-{task_queue}",
         task_queue=task_queue,
-        run_timeout=timedelta(seconds=2),
+        run_timeout=timedelta(seconds=5),
         retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), maximum_attempts=2),
     )
     first = handle.first_execution_run_id or handle.result_run_id or ""
