@@ -130,10 +130,11 @@ def fit_handover(handed: AgentRunInput, budget: int) -> tuple[AgentRunInput, str
     carried events, then of the audit (counted as dropped), then the stream's publisher records
     go first. Why the run cannot continue when even that is not enough (or None): the
     conversation and the run's rules are never cut."""
-    state = handed.state
     size = handover_bytes(handed)
-    if state is None or size <= budget:
+    if handed.state is None or size <= budget:
         return handed, None
+    state = handed.state.model_copy()  # cut a copy: `handed` stays as it was
+    handed = handed.model_copy(update={"state": state})
     for cut in (_cut_stream, _cut_events, _cut_audit, _cut_publishers):
         while size > budget and cut(state, size - budget):
             size = handover_bytes(handed)

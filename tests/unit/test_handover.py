@@ -108,9 +108,12 @@ def test_the_stream_goes_first_then_the_events_then_the_audit():
     handed = session(message_chars=1_000_000, events=200, audit=200, stream=100)
     before = handover_bytes(handed)
     budget = before - 150_000  # more than the stream (~100 KB), less than stream and events
+    events_before = list(handed.state.events) if handed.state else []
     fitted, problem = fit_handover(handed, budget)
     assert problem is None
     assert handover_bytes(fitted) <= budget
+    # The run's own state is not touched (the run goes on with it when it cannot continue).
+    assert handed.state is not None and handed.state.events == events_before
     state = fitted.state
     assert state is not None and state.stream is not None
     assert state.stream.log == [] and state.stream.base_offset == 110  # offsets unchanged

@@ -27,6 +27,7 @@ from workflows.model import (
     AgentState,
     AuditCounts,
     AuditEntry,
+    AuditView,
     ChatMessage,
     WorkerSetup,
 )
@@ -101,10 +102,14 @@ async def test_a_cron_start_is_refused_and_its_next_run_takes_no_hand_over(clien
             first_failure, second = await closing(client, handle.id, first)
             assert second is not None, "the cron schedule started no second run"
             second_failure, _ = await closing(client, handle.id, second)
+            second_run = client.get_workflow_handle(handle.id, run_id=second)
+            audit = await second_run.query(names.QUERY_AUDIT, result_type=AuditView)
         finally:
             await handle.terminate("test over")
-    # The second run (`continued_run_id` set by the cron schedule) took nothing of the input.
+    # The second run (`continued_run_id` set by the cron schedule) took nothing of the input:
+    # no call ran, and its audit holds no decision the input claimed.
     assert fake.tools_run == [] and fake.llm_requests == []
+    assert audit.decisions == [] and audit.counts.approved_by_person == 0
     for failure in (first_failure, second_failure):
         assert "Temporal Schedule" in failure, failure
 
@@ -296,6 +301,10 @@ async def test_a_large_session_never_wedges_at_continue_as_new(
         assert size <= HANDOVER_BUDGET, size
         # The new generation answers queries, takes a message, an answer and a cancel.
         assert (await status(handle)).phase == "waiting_for_message"
+        audit = await handle.query(names.QUERY_AUDIT, result_type=AuditView)
+        decided = 56 * rounds
+        assert audit.counts.by_rule == decided  # the counts keep every decision
+        assert 0 < audit.dropped and audit.dropped + len(audit.decisions) == decided
         await handle.signal(names.SIGNAL_SEND_MESSAGE, {"content": "run id"})
         waiting = await wait_for_phase(handle, "awaiting_approval")
         assert [c.id for c in waiting.pending_approvals] == ["c1"]
