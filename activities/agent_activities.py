@@ -21,7 +21,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities.context_window import DEFAULT_CONTEXT_TOKENS
-from activities.enforcement import enforced_refusal
+from activities.enforcement import enforced_refusal, opened_check
 from activities.heartbeat import heartbeating
 from activities.llm import OpenAIChatClient
 from activities.markers import IdempotencyMarkers
@@ -32,6 +32,7 @@ from activities.settings import Settings
 from activities.streaming import DeltaPublisher
 from activities.telemetry import ModelCall, model_call, tool_call
 from activities.tools import ToolError, ToolRegistry
+from activities.tools.base import Refused
 from workflows import names
 from workflows.arguments import parse_arguments
 from workflows.bounds import TOOL_CONTENT_CHARS
@@ -281,7 +282,8 @@ class AgentActivities:
                 f"expected a JSON object, got {type(arguments).__name__}"
             )
         # The worker's own enforced rules have the last word, whatever the run's state says.
-        refusal = await enforced_refusal(self._policy.rules.enforced, tool, arguments)
+        enforced = self._policy.rules.enforced
+        refusal = await enforced_refusal(enforced, tool, arguments, request.answered_by)
         if refusal is not None:
             return refusal
         if not tool.safe_to_retry:
@@ -296,8 +298,14 @@ class AgentActivities:
                 return earlier
         async with heartbeating():
             try:
-                data = await tool.run(arguments)
+                if tool.run_checked is not None and enforced:
+                    check = opened_check(enforced, tool, arguments, request.answered_by)
+                    data = await tool.run_checked(arguments, check)
+                else:
+                    data = await tool.run(arguments)
                 content = tool_output_message({"ok": True, "data": data})
+            except Refused as err:  # what it opened is held back by an enforced rule
+                content = str(err)
             except ToolError as err:
                 content = envelope_error(str(err))
             except Exception as err:  # a tool's bug becomes a result the model sees

@@ -1,17 +1,23 @@
-"""The worker's last word on a call: its enforced rules, re-checked as the call is about to run.
+"""The worker's last word on a call: its enforced rules, re-checked as the call runs.
 
 The workflow decides every call by the rules it carries, but what a workflow carries can be
 forged by whoever starts or answers a run. So `execute_tool` asks the worker's own enforced rules
 (its `AGENT_POLICY_FILE`, loaded at start, never taken from a run) once more, with the
-arguments that will run: a call they deny is answered `Rejected: {reason}` and the tool never
-runs. No workflow state can make a worker run what its enforced rules deny.
+arguments that will run:
+
+- a call they `deny` is answered `Rejected: {reason}` and the tool never runs;
+- a call they `ask` about runs only when a person approved it (the request's `answered_by` is
+  `person`): an answer a run's input seeded, a run rule or a remembered decision is not a
+  person's, and the call is answered `Rejected: …` instead.
 
 A path argument is checked in every spelling that can name what the tool opens: as written, as
 rules see it (`workflows.paths.normal_path`), and as the tool will open it (the tool's
-`opened_path`: symlinks inside the workspace followed as the tool follows them). A rule denies
-the call when it is the first enforced rule to match any of them, so `read_file` of a link to
-`.env` is refused by a deny on `*.env` as `.env` itself is. Only `deny` is re-checked here: an
-`ask` was for a person, and the workflow records who answered.
+`opened_path`: an absolute path inside the workspace made relative, symlinks inside the
+workspace followed as the tool follows them). That check comes before the tool runs; a tool
+that opens workspace paths (`Tool.run_checked`) is checked once more with the path of what it
+actually opened, read back from the kernel after opening and before it reads, lists or removes
+anything (`opened_check`), so a link flipped between the first check and the open changes
+nothing. A `deny` in any spelling decides first, then an `ask` in any.
 """
 
 from __future__ import annotations
@@ -21,12 +27,18 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from activities.tools.base import Tool, ToolError
+from activities.tools.base import OpenedCheck, Refused, Tool, ToolError
+from workflows.model import ApprovalSource
 from workflows.policy import Verdict, evaluate
 from workflows.rules import PolicyRule
 from workflows.tool_results import rejection_message
 
 log = logging.getLogger(__name__)
+
+PERSON_ONLY = (
+    "the worker's enforced rule {rule} sends this call to a person, and no person approved it"
+)
+"""The reason of a call an enforced `ask` decides that ran without a person's answer."""
 
 
 def spellings(tool: Tool, arguments: dict[str, Any]) -> list[tuple[dict[str, Any], bool]]:
@@ -56,39 +68,99 @@ def spellings(tool: Tool, arguments: dict[str, Any]) -> list[tuple[dict[str, Any
     return out
 
 
-def enforced_denial(
-    enforced: Sequence[PolicyRule], tool: Tool, arguments: dict[str, Any]
-) -> Verdict | None:
-    """The verdict of the enforced rule that denies this call as it will run, or None."""
-    if not enforced:
-        return None
-    for spelling, normalised in spellings(tool, arguments):
-        verdict = evaluate(
-            enforced,
-            tool.name,
-            spelling,
-            requires_approval=False,
-            path_parameters=tool.path_parameters if normalised else (),
-        )
-        if verdict.decision == "deny" and verdict.rule is not None:
-            return verdict
+def strictest(verdicts: Sequence[Verdict]) -> Verdict | None:
+    """Of the enforced rules' verdicts on the spellings of one call: the first `deny`, else the
+    first `ask`, else None (no enforced rule holds the call back)."""
+    for decision in ("deny", "ask"):
+        for verdict in verdicts:
+            if verdict.decision == decision and verdict.rule is not None:
+                return verdict
     return None
 
 
-async def enforced_refusal(
+def _verdicts(
+    enforced: Sequence[PolicyRule],
+    tool: Tool,
+    spelled: Sequence[tuple[dict[str, Any], bool]],
+) -> list[Verdict]:
+    return [
+        evaluate(
+            enforced,
+            tool.name,
+            arguments,
+            requires_approval=False,
+            path_parameters=tool.path_parameters if normalised else (),
+        )
+        for arguments, normalised in spelled
+    ]
+
+
+def enforced_verdict(
     enforced: Sequence[PolicyRule], tool: Tool, arguments: dict[str, Any]
+) -> Verdict | None:
+    """The enforced rule's verdict that holds this call back as it will run (`strictest`)."""
+    if not enforced:
+        return None
+    return strictest(_verdicts(enforced, tool, spellings(tool, arguments)))
+
+
+def refusal_of(verdict: Verdict | None, answered_by: ApprovalSource | None) -> str | None:
+    """What the call is answered instead of running: a `deny`'s `Rejected: {reason}`, or for an
+    `ask`, unless a person approved the call, `Rejected:` naming the rule. None: it runs."""
+    if verdict is None or verdict.rule is None:
+        return None
+    if verdict.decision == "deny":
+        return rejection_message(verdict.reason)
+    if verdict.decision == "ask" and answered_by != "person":
+        return rejection_message(PERSON_ONLY.format(rule=verdict.rule))
+    return None
+
+
+def _logged(tool: Tool, verdict: Verdict | None, refusal: str | None) -> str | None:
+    if refusal is not None and verdict is not None:
+        log.warning(
+            "execute_tool: %s refused by the worker's enforced rule %s (%s)",
+            tool.name,
+            verdict.rule,
+            verdict.decision,
+        )
+    return refusal
+
+
+async def enforced_refusal(
+    enforced: Sequence[PolicyRule],
+    tool: Tool,
+    arguments: dict[str, Any],
+    answered_by: ApprovalSource | None = None,
 ) -> str | None:
-    """`Rejected: {reason}` when the worker's enforced rules deny the call, else None. Looking
-    up where a path leads touches the file system, so it runs in a thread."""
+    """`Rejected: {reason}` when the worker's enforced rules hold the call back (`refusal_of`),
+    else None. Looking up where a path leads touches the file system, so it runs in a thread."""
     if not enforced:
         return None
     if tool.opened_path is not None and tool.path_parameters:
-        verdict = await asyncio.to_thread(enforced_denial, enforced, tool, arguments)
+        verdict = await asyncio.to_thread(enforced_verdict, enforced, tool, arguments)
     else:
-        verdict = enforced_denial(enforced, tool, arguments)
-    if verdict is None:
-        return None
-    log.warning(
-        "execute_tool: %s refused by the worker's enforced rule %s", tool.name, verdict.rule
-    )
-    return rejection_message(verdict.reason)
+        verdict = enforced_verdict(enforced, tool, arguments)
+    return _logged(tool, verdict, refusal_of(verdict, answered_by))
+
+
+def opened_check(
+    enforced: Sequence[PolicyRule],
+    tool: Tool,
+    arguments: dict[str, Any],
+    answered_by: ApprovalSource | None,
+) -> OpenedCheck:
+    """The check a tool runs with each path it has opened (`Tool.run_checked`): the enforced
+    rules see the call with that path in place of the path written; `Refused` when they hold
+    it back."""
+
+    def check(parameter: str, opened: str) -> None:
+        if not enforced:
+            return
+        spelled = [({**arguments, parameter: opened}, True)]
+        verdict = strictest(_verdicts(enforced, tool, spelled))
+        refusal = _logged(tool, verdict, refusal_of(verdict, answered_by))
+        if refusal is not None:
+            raise Refused(refusal)
+
+    return check

@@ -99,6 +99,7 @@ class Batch:
             name=call.name,
             arguments=step.arguments,
             run_key=info.first_execution_run_id,
+            answered_by=self._approvals.approved_by(call.id),
         )
         key = f"tool:{call.id}"
         handle = calls.start_tool(request, spec)

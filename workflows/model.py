@@ -574,6 +574,9 @@ class ToolRequest(BaseModel):
     """The run id of the first run of the workflow's continue-as-new chain. With the workflow
     id and the call id (unique within a run) it keys the at-most-once record, so a later run
     that reuses the workflow id never meets an earlier run's record."""
+    answered_by: ApprovalSource | None = None
+    """Who approved the call (`person`, `policy`, `seed`); None: the call ran without an
+    answer. A call the worker's enforced rules send to a person runs only when a `person` did."""
 
 
 class CarriedState(BaseModel):

@@ -16,8 +16,22 @@ class ToolError(Exception):
     """
 
 
+class Refused(Exception):
+    """The worker's enforced rules refuse a call as it opened its path: `str(err)` is the whole
+    result the model gets (`Rejected: {reason}`), and the tool did nothing."""
+
+
 ToolFunction = Callable[[dict[str, Any]], Awaitable[Any]]
 """Takes the parsed arguments (a JSON object) and returns the result's `data`."""
+
+OpenedCheck = Callable[[str, str], None]
+"""Called by a tool with a path parameter's name and the workspace-relative path of what it
+has just opened for it, before it reads, lists or removes anything; raises `Refused` to stop
+the call. The worker's enforced rules are checked this way against the file actually opened,
+so a link flipped between a check and the open changes nothing."""
+
+ToolFunctionChecked = Callable[[dict[str, Any], OpenedCheck], Awaitable[Any]]
+"""A tool's function that reports what it opens to an `OpenedCheck`."""
 
 PathResolver = Callable[[str], str]
 """Takes a path argument's value and returns the workspace-relative path the tool would open
@@ -40,6 +54,9 @@ class Tool:
     """The workspace-relative path this tool opens for the value of one of its path
     parameters (symlinks followed as the tool follows them); the worker re-checks its
     enforced rules with it. None: rules see only the path as written."""
+    run_checked: ToolFunctionChecked | None = field(default=None, repr=False)
+    """`run`, reporting each path it opens to a check before using it (the worker's enforced
+    rules, checked against what was opened). None: the tool opens no workspace path."""
 
     def spec(self) -> ToolSpec:
         return ToolSpec(

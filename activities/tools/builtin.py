@@ -16,7 +16,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from activities.tools.base import Tool, ToolError, ToolRegistry, string_argument
+from activities.tools.base import (
+    OpenedCheck,
+    Tool,
+    ToolError,
+    ToolFunction,
+    ToolFunctionChecked,
+    ToolRegistry,
+    string_argument,
+)
 from activities.tools.commands import run_command
 from activities.tools.fs import Workspace, open_file, open_folder, os_error, preview
 from activities.tools.sandbox import CommandPolicy, choose_policy
@@ -47,12 +55,25 @@ PATH_PARAMETERS: dict[str, Any] = {
 # ---- list_dir ----
 
 
-def _list_dir(workspace: Workspace, args: dict[str, Any]) -> list[dict[str, Any]]:
+def _checked(workspace: Workspace, fd: int, walked: str, check: OpenedCheck) -> None:
+    """`check` the path `fd` really opened; `fd` is closed when the check refuses."""
+    try:
+        check("path", workspace.real_relative(fd, walked))
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _list_dir(
+    workspace: Workspace, args: dict[str, Any], check: OpenedCheck
+) -> list[dict[str, Any]]:
     """Symlinks that stay inside the workspace are followed to the folder they name (each hop
     walked by descriptor); the entries listed are not followed (a link shows as `symlink`)."""
     raw = string_argument(args, "path", ".")
     with workspace.locate(raw, follow_last=True) as located:
         folder = open_folder(located)
+        walked = located.relative
+    _checked(workspace, folder, walked, check)
     try:
         with os.scandir(folder) as scan:
             items = sorted(scan, key=lambda e: e.name)
@@ -80,13 +101,15 @@ def _list_dir(workspace: Workspace, args: dict[str, Any]) -> list[dict[str, Any]
 # ---- read_file ----
 
 
-def _read_file(workspace: Workspace, args: dict[str, Any]) -> str:
+def _read_file(workspace: Workspace, args: dict[str, Any], check: OpenedCheck) -> str:
     """Symlinks that stay inside the workspace are followed (each hop walked by descriptor);
-    a file with more than one hard link is refused, since its other name may be outside."""
+    a file with more than one hard link is refused, since its other name may be outside. What
+    was opened is checked (`check`) before a byte is read from it."""
     raw = string_argument(args, "path")
     with workspace.locate(raw, follow_last=True) as located:
         fd = open_file(located)
         relative = located.relative
+    _checked(workspace, fd, relative, check)
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
@@ -110,14 +133,15 @@ def _count_files(folder: int, name: str) -> int:
     return sum(len(files) for _, _, files, _ in os.fwalk(name, dir_fd=folder))
 
 
-def _delete_path(workspace: Workspace, args: dict[str, Any]) -> dict[str, Any]:
+def _delete_path(workspace: Workspace, args: dict[str, Any], check: OpenedCheck) -> dict[str, Any]:
     """Deletes the entry itself: a symlink is removed, never followed (one that points out of
     the workspace is refused all the same). Everything happens relative to the descriptor of
-    the folder holding the entry."""
+    the folder holding the entry, whose real path is checked (`check`) first."""
     raw = string_argument(args, "path")
     with workspace.locate(raw, follow_last=False) as located:
         if located.is_root or located.name is None:
             raise ToolError("refusing to delete the workspace folder itself")
+        check("path", workspace.entry_relative(located))
         name, relative = located.name, located.relative
         try:
             info = os.stat(name, dir_fd=located.folder, follow_symlinks=False)
@@ -143,21 +167,32 @@ def _delete_path(workspace: Workspace, args: dict[str, Any]) -> dict[str, Any]:
 # ---- the registry ----
 
 
-def _threaded(function: Callable[[Workspace, dict[str, Any]], Any], workspace: Workspace) -> Any:
-    """Run a file tool in a thread; an OS error it did not expect still names the path relative
-    to the workspace (never the worker's absolute path)."""
+FileTool = Callable[[Workspace, dict[str, Any], OpenedCheck], Any]
 
-    def guarded(args: dict[str, Any]) -> Any:
+
+def _no_check(parameter: str, opened: str) -> None:
+    """The check of a worker without enforced rules: anything opened may be used."""
+
+
+def _threaded(function: FileTool, workspace: Workspace) -> tuple[ToolFunction, ToolFunctionChecked]:
+    """A file tool run in a thread, without and with a check of what it opens (`Tool.run`,
+    `Tool.run_checked`); an OS error it did not expect still names the path relative to the
+    workspace (never the worker's absolute path)."""
+
+    def guarded(args: dict[str, Any], check: OpenedCheck) -> Any:
         try:
-            return function(workspace, args)
+            return function(workspace, args, check)
         except OSError as err:
             shown = workspace.relative_text(str(err.filename)) if err.filename else "?"
             raise os_error(err, shown) from None
 
-    async def run(args: dict[str, Any]) -> Any:
-        return await asyncio.to_thread(guarded, args)
+    async def run_checked(args: dict[str, Any], check: OpenedCheck) -> Any:
+        return await asyncio.to_thread(guarded, args, check)
 
-    return run
+    async def run(args: dict[str, Any]) -> Any:
+        return await run_checked(args, _no_check)
+
+    return run, run_checked
 
 
 def _isolation_text(policy: CommandPolicy) -> str:
@@ -178,6 +213,7 @@ def build_default_registry(
     policy = commands if commands is not None else choose_policy("auto")
     if not ws.root.is_dir():
         raise ValueError(f"workspace folder {ws.root} does not exist")
+    listing, reading, deleting = (_threaded(f, ws) for f in (_list_dir, _read_file, _delete_path))
     return ToolRegistry(
         [
             Tool(
@@ -190,7 +226,8 @@ def build_default_registry(
                     **PATH_PARAMETERS,
                     "required": [],
                 },
-                run=_threaded(_list_dir, ws),
+                run=listing[0],
+                run_checked=listing[1],
                 path_parameters=("path",),
                 opened_path=partial(ws.opened_path, follow_last=True),
             ),
@@ -198,7 +235,8 @@ def build_default_registry(
                 name="read_file",
                 description=f"Read a text file in the workspace (up to {READ_LIMIT_BYTES} bytes).",
                 parameters=PATH_PARAMETERS,
-                run=_threaded(_read_file, ws),
+                run=reading[0],
+                run_checked=reading[1],
                 path_parameters=("path",),
                 opened_path=partial(ws.opened_path, follow_last=True),
             ),
@@ -232,7 +270,8 @@ def build_default_registry(
                     "Needs a human's approval."
                 ),
                 parameters=PATH_PARAMETERS,
-                run=_threaded(_delete_path, ws),
+                run=deleting[0],
+                run_checked=deleting[1],
                 path_parameters=("path",),
                 opened_path=partial(ws.opened_path, follow_last=False),  # the entry itself
                 requires_approval=True,

@@ -217,6 +217,31 @@ class Workspace:
         with self.locate(raw, follow_last=follow_last) as located:
             return located.relative
 
+    def real_relative(self, fd: int, walked: str) -> str:
+        """The workspace-relative path of what descriptor `fd` really is, read back from the
+        kernel (`/proc/self/fd`) after opening: what the worker's enforced rules check, so that
+        no swap between walking and opening goes unseen. Refused when it is outside the
+        workspace (moved out since). `walked` (the path the walk found) where the kernel cannot
+        say (no `/proc`)."""
+        try:
+            real = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return walked
+        root = str(self.root)
+        if real == root:
+            return "."
+        if not real.startswith(root.rstrip("/") + "/"):
+            raise outside(walked)
+        return real[len(root.rstrip("/")) + 1 :]
+
+    def entry_relative(self, located: Located) -> str:
+        """The workspace-relative path of the entry `located` names, its folder read back from
+        the kernel (`real_relative`): what `delete_path` removes."""
+        folder = self.real_relative(located.folder, located.relative)
+        if located.name is None:
+            return folder
+        return located.name if folder == "." else f"{folder}/{located.name}"
+
     @staticmethod
     def _found(stack: list[int], names: list[str], name: str | None) -> Located:
         """Keep the innermost descriptor for the result, close the others."""

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any, cast
@@ -23,6 +26,7 @@ from tests.helpers import start_run
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
+    ApprovalSource,
     ChatMessage,
     ToolApprovalResponse,
     ToolCall,
@@ -65,8 +69,20 @@ def activities(workspace: Path, enforced: list[dict[str, Any]]) -> AgentActiviti
     return AgentActivities(cast(Client, None), settings(workspace), registry, policy=policy)
 
 
-async def execute(acts: AgentActivities, name: str, arguments: Any, call_id: str = "c1") -> str:
-    request = ToolRequest(workflow_id="wf-forged", call_id=call_id, name=name, arguments=arguments)
+async def execute(
+    acts: AgentActivities,
+    name: str,
+    arguments: Any,
+    call_id: str = "c1",
+    answered_by: ApprovalSource | None = None,
+) -> str:
+    request = ToolRequest(
+        workflow_id="wf-forged",
+        call_id=call_id,
+        name=name,
+        arguments=arguments,
+        answered_by=answered_by,
+    )
     result: str = await ActivityEnvironment().run(acts.execute_tool, request)
     return result
 
@@ -105,8 +121,8 @@ async def test_the_first_enforced_rule_decides_as_in_the_workflow(workspace):
     chained = {"command": "echo hi | touch PWNED"}
     assert await execute(acts, "run_command", chained, "c2") == "Rejected: Denied by policy"
     assert not (workspace / "PWNED").exists()
-    # an `ask` was for a person (the workflow records who answered): the worker runs it
-    listed = json.loads(await execute(acts, "run_command", {"command": "ls"}, "c3"))
+    # an `ask` is for a person: the worker runs it only when a person approved it
+    listed = json.loads(await execute(acts, "run_command", {"command": "ls"}, "c3", "person"))
     assert listed["ok"] is True
 
 
@@ -154,6 +170,92 @@ async def test_delete_path_is_checked_with_the_entry_it_removes(workspace):
     gone = json.loads(await execute(acts, "delete_path", {"path": "alias"}, "c9"))
     assert gone["data"] == {"path": "alias", "kind": "symlink", "files": 1}
     assert (workspace / "keep" / "a.txt").exists()
+
+
+SECRET_ASK = [
+    {"tool": "read_file", "when": {"path": "keep/*"}, "decision": "ask", "reason": "a person"},
+    {"tool": "delete_path", "when": {"path": "keep/*"}, "decision": "ask"},
+]
+
+
+@pytest.mark.parametrize("source", [None, "seed", "policy"])
+@pytest.mark.parametrize("spelling", ["relative", "absolute", "symlink", "linked folder"])
+async def test_an_enforced_ask_runs_only_with_a_persons_answer(workspace, spelling, source):
+    """`keep/*` is for a person to approve, in every spelling of its files: a call approved by
+    a seed or a rule (or by nobody) is refused, whatever path names the file."""
+    (workspace / "to_keep.txt").symlink_to("keep/a.txt")
+    path = {
+        "relative": "keep/a.txt",
+        "absolute": str(workspace / "keep" / "a.txt"),
+        "symlink": "to_keep.txt",
+        "linked folder": "alias/a.txt",
+    }[spelling]
+    acts = activities(workspace, SECRET_ASK)
+    refused = await execute(acts, "read_file", {"path": path}, "c1", source)
+    assert refused == (
+        "Rejected: the worker's enforced rule 0 sends this call to a person,"
+        " and no person approved it"
+    )
+    # a person's approval runs it
+    read = json.loads(await execute(acts, "read_file", {"path": path}, "c2", "person"))
+    assert read == {"ok": True, "data": "keep me\n"}
+    if spelling == "symlink":
+        return  # deleting the link removes the link, not a file under keep/
+    assert (await execute(acts, "delete_path", {"path": path}, "c3", source)).startswith(
+        "Rejected: the worker's enforced rule 1 sends this call to a person"
+    )
+    assert (workspace / "keep" / "a.txt").exists()
+
+
+FLIPPER = """
+import os, sys
+link, first, second = sys.argv[1:4]
+spare = link + ".next"
+turn = 0
+while True:
+    try:
+        os.unlink(spare)
+    except FileNotFoundError:
+        pass
+    os.symlink(first if turn % 2 == 0 else second, spare)
+    os.replace(spare, link)
+    turn += 1
+"""
+"""Swaps a link between two targets as fast as it can (each swap atomic: a rename), in a
+process of its own (as another program on the worker's host would)."""
+
+
+def _until_flipped(link: Path) -> None:
+    """Wait until the flipper runs (the link changed at least once)."""
+    deadline = time.monotonic() + 10
+    while os.readlink(link) == "ok.txt":
+        assert time.monotonic() < deadline, "the flipper never ran"
+        time.sleep(0.001)
+
+
+async def test_the_worker_checks_the_file_it_opened_not_the_one_it_looked_at(workspace):
+    """A link flipping between `.env` and a harmless file while `read_file` of it runs again and
+    again: under an enforced deny of `*.env`, no read returns the secret."""
+    (workspace / "ok.txt").write_text("harmless\n")
+    link = workspace / "r.txt"
+    link.symlink_to("ok.txt")
+    acts = activities(
+        workspace, [{"tool": "read_file", "when": {"path": "*.env"}, "decision": "deny"}]
+    )
+    flipper = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", FLIPPER, str(link), ".env", "ok.txt"
+    )
+    try:
+        await asyncio.to_thread(_until_flipped, link)
+        results = [await execute(acts, "read_file", {"path": "r.txt"}, f"c{i}") for i in range(40)]
+    finally:
+        flipper.kill()
+        await flipper.wait()
+    leaked = [r for r in results if "sk-do-not-leak" in r]
+    harmless = [r for r in results if "harmless" in r]
+    refused = [r for r in results if r == "Rejected: Denied by policy"]
+    assert leaked == [], f"{len(leaked)} of 40 reads returned the secret"
+    assert harmless and refused, (len(harmless), len(refused))  # the link really flipped
 
 
 async def test_a_seeded_approval_cannot_run_what_the_worker_denies(client, workspace, tmp_path):
