@@ -242,6 +242,26 @@ class Approvals:
         """The calls of the conversation waiting for a person now."""
         return self.unanswered(self._conversation.pending())
 
+    def approved_by(self, call_id: str) -> ApprovalSource | None:
+        """Who approved a call about to run, for the worker (its enforced `ask` needs a
+        person); None: it runs without an approval."""
+        record = self._state.answers.get(call_id)
+        return record.source if record is not None and record.approved else None
+
+    def reserved_for_person(self, call_id: str) -> bool:
+        """Whether an enforced `ask` rule sends this waiting call to a person: only a person's
+        answer satisfies it, not a seeded one (this release's runs)."""
+        call = self._conversation.pending_call(call_id)
+        worker = self._state.worker_policy
+        if not self._behaviour.sound_seams or call is None or worker is None:
+            return False
+        verdict = self._evaluate(call)
+        return (
+            verdict.decision == "ask"
+            and verdict.rule is not None
+            and verdict.rule < len(worker.enforced)
+        )
+
     def decided(self) -> list[ApprovalRecord]:
         return list(self._state.answers.values())
 
@@ -370,6 +390,12 @@ class Approvals:
                     self._warn(f"tool_approval_responses: {taken.problem}; ignored")
                     continue
                 response = taken.response
+                if self.reserved_for_person(response.call_id):
+                    self._warn(
+                        f"tool_approval_responses: call '{bounds.shown(response.call_id)}' is for"
+                        " a person to answer (an enforced rule asks); ignored"
+                    )
+                    continue
             else:
                 problem = self.problem(given.call_id, finished=finished)
                 if problem is not None:

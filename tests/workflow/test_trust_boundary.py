@@ -304,3 +304,42 @@ async def test_rules_that_cannot_match_are_refused(client, task_queue):
         assert "' path'" in str(refused.value.cause)
         await running.signal(names.SIGNAL_CANCEL)
         await running.result()
+
+
+ASK_COMMANDS = WorkerPolicy(
+    enforced=[PolicyRule(tool="run_command", decision="ask", reason="a person decides")]
+)
+
+
+async def test_a_seeded_answer_does_not_satisfy_an_enforced_ask(client, task_queue):
+    """The worker's enforced rule sends the call to a person: an approval in the run's input is
+    ignored (and said so), so the call is answered as one nobody approved, and never runs."""
+    call = ToolCall(id="c1", name="run_command", arguments='{"command": "ls"}')
+    fake = FakeAgentActivities(replies=[text("done")], worker_rules=ASK_COMMANDS)
+    approve = ToolApprovalResponse(call_id="c1", approved=True, approver="alice")
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, seeded(call, approve))
+        result = await handle.result()
+        log = await events(handle)
+    assert fake.tools_run == []
+    assert [m.content for m in result.messages if m.role == "tool"] == ["Rejected: User denied"]
+    assert [d for d in of_type(log, "approval") if d.approved] == []
+    warnings = [w.message for w in of_type(log, "warning")]
+    assert any("call 'c1' is for a person to answer" in w for w in warnings), warnings
+
+
+async def test_the_worker_is_told_who_approved_a_call(client, task_queue):
+    """`execute_tool` learns whether a person approved the call (an enforced `ask` needs one)."""
+    fake = FakeAgentActivities(
+        replies=[calls(("c1", "run_command", '{"command": "ls"}')), text("done")],
+        worker_rules=ASK_COMMANDS,
+    )
+    start = AgentRunInput(messages=[ChatMessage.user("go")])
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, start)
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.signal(
+            names.SIGNAL_TOOL_APPROVAL, ToolApprovalResponse(call_id="c1", approved=True)
+        )
+        await handle.result()
+    assert [(r.call_id, r.answered_by) for r in fake.tool_requests] == [("c1", "person")]
