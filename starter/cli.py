@@ -50,6 +50,26 @@ class _RuleSpec(argparse.Action):
         namespace.rule_specs = specs
 
 
+def _pin_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags that pin an answer to the call a person was shown (`pending`, `watch`,
+    `audit` and notifications print them)."""
+    parser.add_argument(
+        "--run-id",
+        metavar="R",
+        help="answer only if the run is still run R (the first run id of its chain, as shown)",
+    )
+    parser.add_argument(
+        "--sha256",
+        metavar="D",
+        help="answer only if the call's arguments still have this SHA-256 (as shown)",
+    )
+    parser.add_argument(
+        "--yes",
+        action="store_true",
+        help="answer the call as it is now, without --run-id/--sha256 and without asking",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -117,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     approve.add_argument(
         "--arguments", metavar="JSON", help="run the call with these arguments (a JSON object)"
     )
+    _pin_arguments(approve)
 
     reject = sub.add_parser("reject", parents=[common], help="reject a pending tool call")
     reject.add_argument("workflow_id")
@@ -126,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     reject.add_argument(
         "--remember", action="store_true", help="and always deny this tool in this run"
     )
+    _pin_arguments(reject)
 
     policy = sub.add_parser("policy", parents=[common], help="a run's effective approval rules")
     policy.add_argument("workflow_id")

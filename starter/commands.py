@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import uuid
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from runtime.connect import task_queue
 from starter.audit_table import audit_lines
 from starter.errors import (
+    EXIT_ERROR,
     EXIT_OK,
     EXIT_RUN_NOT_OK,
     EXIT_USAGE,
@@ -38,7 +40,7 @@ from starter.follow import (
     interactive_session,
 )
 from starter.handle import AgentHandle, AnswerNotDelivered, start_run
-from starter.inbox import waiting_runs
+from starter.inbox import WaitingRun, waiting_runs
 from starter.output import Output
 from starter.policy_args import load_policy, run_policy
 from starter.render import (
@@ -47,6 +49,7 @@ from starter.render import (
     call_text,
     event_line,
     message_lines,
+    pin_hint,
     rule_line,
     visible,
 )
@@ -58,6 +61,7 @@ from workflows.model import (
     CancelRequest,
     ChatMessage,
     ToolApprovalResponse,
+    ToolCall,
 )
 
 
@@ -200,24 +204,80 @@ async def cmd_run(ctx: Ctx, args: argparse.Namespace) -> int:
     return await follow_run(ctx, workflow_id)
 
 
+PIN_FLAGS = "--run-id R --sha256 D"
+"""The flags that pin an answer to the call shown."""
+
+
+def unpinned_refusal(action: str) -> CliError:
+    """An answer from no terminal with nothing pinning what was read: one line, exit 2."""
+    return CliError(
+        f"not at a terminal: {cli_name()} {action} needs {PIN_FLAGS} (printed by pending,"
+        " watch, audit and notifications) to answer the call that was read, or --yes to answer"
+        " it as it is now",
+        code=EXIT_USAGE,
+    )
+
+
+async def confirm(question: str) -> bool:
+    """Ask a yes/no question at the terminal (on stderr, so `--json` output stays clean);
+    anything but `y`/`yes` is no."""
+    print(question, end="", file=sys.stderr, flush=True)
+    line = await asyncio.to_thread(sys.stdin.readline)
+    return line.strip().lower() in {"y", "yes"}
+
+
+def check_pins(args: argparse.Namespace, current_run: str | None, shown: ToolCall | None) -> None:
+    """Refuse here, before sending, an answer whose run or arguments are not those pinned (the
+    workflow refuses it too)."""
+    if args.run_id is not None and current_run is not None and args.run_id != current_run:
+        raise CliError(
+            f"run '{visible(args.workflow_id)}' is not run {visible(args.run_id)} any more (now"
+            f" {current_run}): the call read is not the call waiting; not answered"
+        )
+    if args.sha256 is not None and shown is not None:
+        if arguments_digest(shown.arguments) != args.sha256:
+            raise CliError(
+                f"call '{visible(args.call_id)}' has other arguments than those read (sha256"
+                f" {arguments_digest(shown.arguments)}, not {visible(args.sha256)}); not answered"
+            )
+
+
 async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
+    """An answer pinned to the call that was read: by `--run-id` and `--sha256`, or by a
+    person confirming the call shown at a terminal, or (`--yes`) to the call as it is now."""
     action = "approve" if approved else "reject"
+    pinned = args.run_id is not None and args.sha256 is not None
+    at_terminal = sys.stdin.isatty()
+    if not pinned and not args.yes and not at_terminal:
+        raise unpinned_refusal(action)
     handle = await running_handle(ctx, args.workflow_id, f"{action} {args.call_id}")
     arguments = getattr(args, "arguments", None)
-    # The answer is for the call as it is now, shown below: if another run takes the id or the
-    # call changes before the answer lands, the workflow refuses it.
     status = await handle.status()
+    current_run = await handle.first_run_id(status)
     shown = next((c for c in status.pending_approvals if c.id == args.call_id), None)
-    bound: dict[str, Any] = {}
-    if shown is not None:
-        bound = {
-            "run_id": await handle.first_run_id(status),
-            "arguments_sha256": arguments_digest(shown.arguments),
-        }
+    check_pins(args, current_run, shown)
+    if not pinned and not args.yes:
+        if shown is None:
+            raise CliError(f"call '{visible(args.call_id)}' is not waiting for an answer")
+        shown_digest = arguments_digest(shown.arguments)
+        ctx.out.info(f"{call_text(shown)}\n  run {current_run}, sha256 {shown_digest}")
+        if not await confirm(f"{action}? [y/N] "):
+            ctx.out.info(f"{visible(args.call_id)} not answered")
+            return EXIT_ERROR
+    elif shown is not None:
         ctx.out.line(f"{action} {call_text(shown)}")
+    # The answer names the run and the arguments that were read: if another run takes the id
+    # or the call changes before it lands, Temporal or the workflow refuses it.
+    run_id = args.run_id or (current_run if shown is not None else None)
+    digest: str | None = args.sha256
+    if digest is None and shown is not None:
+        digest = arguments_digest(shown.arguments)
+    if args.run_id is not None:  # Temporal itself refuses it for a run started since
+        handle = AgentHandle(ctx.client, args.workflow_id, first_execution_run_id=args.run_id)
     try:
         response = ToolApprovalResponse(
-            **bound,
+            run_id=run_id,
+            arguments_sha256=digest,
             call_id=args.call_id,
             approved=approved,
             reason=None if approved else args.reason,
@@ -226,7 +286,7 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
             arguments=arguments,
         )
     except ValidationError as err:
-        raise CliError(f"--arguments: {err.errors()[0]['msg']}") from None
+        raise CliError(pin_error(err)) from None
     try:
         remaining = await handle.answer(response)
     except AnswerNotDelivered as err:
@@ -248,6 +308,14 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
     left = ", ".join(c.id for c in remaining) or "none"
     ctx.out.line(f"{args.call_id} {verdict} by {response.approver}; still pending: {left}")
     return EXIT_OK
+
+
+def pin_error(err: ValidationError) -> str:
+    """A bad `--arguments`, `--run-id` or `--sha256`, in one line naming the flag."""
+    first = err.errors()[0]
+    field = str(first["loc"][0]) if first["loc"] else "arguments"
+    flag = {"run_id": "--run-id", "arguments_sha256": "--sha256"}.get(field, "--arguments")
+    return f"{flag}: {first['msg']}"
 
 
 async def cmd_approve(ctx: Ctx, args: argparse.Namespace) -> int:
@@ -345,6 +413,14 @@ async def cmd_audit(ctx: Ctx, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def pins_json(run: WaitingRun) -> list[dict[str, str | None]]:
+    """`starter pending --json`: for each waiting call, what pins an answer to it."""
+    return [
+        {"call_id": c.id, "run_id": run.first_run_id, "sha256": arguments_digest(c.arguments)}
+        for c in run.pending
+    ]
+
+
 async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
     try:
         runs = await waiting_runs(ctx.client)
@@ -356,7 +432,7 @@ async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
             ) from None
         raise
     for run in runs:
-        ctx.out.data(run.as_json())
+        ctx.out.data({**run.as_json(), "pins": pins_json(run)})
         status = run.status
         if status is None:
             calls = "1 call" if run.pending_count == 1 else f"{run.pending_count} calls"
@@ -369,6 +445,10 @@ async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
         ctx.out.line(f"{visible(run.workflow_id)} (round {status.round}, waiting {waited}):")
         for call in status.pending_approvals:
             ctx.out.line(f"  {call_text(call)}")
+            pin = pin_hint(
+                run.workflow_id, call.id, run.first_run_id, arguments_digest(call.arguments)
+            )
+            ctx.out.line(f"    {cli_name()} approve|reject {pin}")
         for answer in status.decided:
             verdict = "allowed" if answer.approved else "denied"
             who = f"rule {answer.rule}" if answer.source == "policy" else answer.source
@@ -378,5 +458,8 @@ async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
     if not runs:
         ctx.out.line("no runs are waiting for approval")
     else:
-        ctx.out.line(f"answer: {cli_name()} approve|reject WORKFLOW_ID CALL_ID")
+        ctx.out.line(
+            f"answer: {cli_name()} approve|reject WORKFLOW_ID CALL_ID {PIN_FLAGS}"
+            " (the run and arguments read above; at a terminal, without them, it asks)"
+        )
     return EXIT_OK

@@ -21,7 +21,7 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from starter.errors import refusal
 from starter.handle import AgentHandle, AnswerNotDelivered
 from starter.output import Output
-from starter.render import call_text, visible
+from starter.render import call_text, pin_hint, visible
 from starter.watch import Ended, Quiet, Restart, Text, watch
 from workflows.arguments import arguments_digest
 from workflows.model import (
@@ -94,7 +94,8 @@ class _Prompts:
             shown = ShownCalls(calls, await self._handle.first_run_id(status))
             await self._on_awaiting(self._handle.raw, shown)
         elif calls:
-            print_answer_hint(self._out, self._handle.id, calls)
+            run_id = await self._handle.first_run_id(status)
+            print_answer_hint(self._out, self._handle.id, calls, run_id)
 
     async def between_turns(self, last: int) -> bool:
         """While nothing happens: if a session waits for a message, ask for it (once per wait).
@@ -179,12 +180,16 @@ async def follow_by_polling(
     )
 
 
-def print_answer_hint(out: Output, workflow_id: str, pending: list[ToolCall]) -> None:
+def print_answer_hint(
+    out: Output, workflow_id: str, pending: list[ToolCall], run_id: str | None = None
+) -> None:
+    """How to answer each call, pinned to the run and the arguments shown (`--run-id`,
+    `--sha256`): an answer copied from here is refused if the call changed since."""
     for call in pending:
         out.info(f"  needs approval: {call_text(call)}")
-        call_id = visible(call.id)
-        out.info(f"    approve: {cli_name()} approve {workflow_id} {call_id}")
-        out.info(f'    reject:  {cli_name()} reject {workflow_id} {call_id} --reason "…"')
+        pin = pin_hint(workflow_id, call.id, run_id, arguments_digest(call.arguments))
+        out.info(f"    approve: {cli_name()} approve {pin}")
+        out.info(f'    reject:  {cli_name()} reject {pin} --reason "…"')
 
 
 async def _ask(prompt: str) -> str | None:

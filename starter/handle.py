@@ -88,13 +88,19 @@ class AgentHandle:
         workflow_id: str,
         *,
         run_id: str | None = None,
+        first_execution_run_id: str | None = None,
         worker_wait: float = WORKER_WAIT_SECONDS,
     ) -> None:
         self.client = client
         self.id = workflow_id
         self.run_id = run_id
+        self.first_execution_run_id = first_execution_run_id
+        """With it, signals and updates reach only the run chain that this run started: Temporal
+        refuses them once another run took the workflow id (`starter approve --run-id`)."""
         self.worker_wait = worker_wait
-        self.raw: WorkflowHandle[Any, Any] = client.get_workflow_handle(workflow_id, run_id=run_id)
+        self.raw: WorkflowHandle[Any, Any] = client.get_workflow_handle(
+            workflow_id, run_id=run_id, first_execution_run_id=first_execution_run_id
+        )
         """The SDK's handle, for what the interface does not cover."""
 
     async def _worker(self, call: Awaitable[T], seconds: float | None) -> T:

@@ -51,6 +51,13 @@ def call_text(call: ToolCall) -> str:
     return f"{visible(call.id)} {visible(call.name)} {arguments_display(call.arguments)}"
 
 
+def pin_hint(workflow_id: str, call_id: str, run_id: str | None, digest: str) -> str:
+    """The arguments of an answer pinned to a call as shown (`W CALL --run-id R --sha256 D`):
+    what `pending`, `watch` and the audit print for a person to copy."""
+    run = f" --run-id {run_id}" if run_id else ""
+    return f"{visible(workflow_id)} {visible(call_id)}{run} --sha256 {digest}"
+
+
 def event_line(event: AgentEvent) -> str:
     """One event as a transcript line, e.g. `[r0] tool_call call_1 run_command {…} (needs
     approval)`, `assistant: …`, `finished: stop`."""

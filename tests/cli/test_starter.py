@@ -21,12 +21,14 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError, RPCStatusCode
 
 from activities.settings import Settings
+from starter.handle import AgentHandle
 from tests.helpers import events, status, wait_for_phase, wait_until
 from worker import run_worker
 from workflows.arguments import arguments_digest
-from workflows.model import AgentRunResult
+from workflows.model import AgentRunResult, ToolApprovalResponse
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_FILES = {
@@ -134,7 +136,7 @@ async def start_waiting(agent: Agent, prompt: str, call_id: str) -> str:
 
 async def test_approve_then_watch(agent: Agent) -> None:
     workflow_id = await start_waiting(agent, "Please delete the logs folder", "call_2")
-    result = await agent.cli("approve", workflow_id, "call_2", "--approver", "ann")
+    result = await agent.cli("approve", workflow_id, "call_2", "--approver", "ann", "--yes")
     assert result.code == 0, result
     assert "call_2 approved by ann; still pending: none" in result.stdout
 
@@ -152,7 +154,7 @@ async def test_approve_then_watch(agent: Agent) -> None:
 async def test_reject_with_reason(agent: Agent) -> None:
     workflow_id = await start_waiting(agent, "run: rm -rf tmp", "call_1")
     result = await agent.cli(
-        "reject", workflow_id, "call_1", "--reason", "check what is in tmp first"
+        "reject", workflow_id, "call_1", "--reason", "check what is in tmp first", "--yes"
     )
     assert result.code == 0, result
     assert "call_1 rejected (check what is in tmp first)" in result.stdout
@@ -196,7 +198,7 @@ async def test_run_follows_and_prints_how_to_answer(agent: Agent) -> None:
     await wait_until(lambda: _exists(agent, workflow_id))
     await wait_for_phase(handle, "awaiting_approval")
     await asyncio.sleep(1.5)  # let the follower see the awaiting_approval event
-    answer = await agent.cli("approve", workflow_id, "call_2", "--approver", "bob")
+    answer = await agent.cli("approve", workflow_id, "call_2", "--approver", "bob", "--yes")
     assert answer.code == 0, answer
     result = await asyncio.wait_for(follower, 60)
     assert result.code == 0, result
@@ -315,7 +317,7 @@ async def test_pending_lists_waiting_runs(agent: Agent) -> None:
 
 async def test_unknown_workflow_id(agent: Agent) -> None:
     for args in (
-        ("approve", "no-such-run", "call_1"),
+        ("approve", "no-such-run", "call_1", "--yes"),
         ("cancel", "no-such-run"),
         ("watch", "no-such-run"),
         ("history", "no-such-run"),
@@ -329,16 +331,16 @@ async def test_unknown_workflow_id(agent: Agent) -> None:
 
 async def test_update_rejected_shows_the_workflows_reason(agent: Agent) -> None:
     workflow_id = await start_waiting(agent, "Please delete the logs folder", "call_2")
-    result = await agent.cli("approve", workflow_id, "call_7")
+    result = await agent.cli("approve", workflow_id, "call_7", "--yes")
     assert result.code == 1
     assert "the workflow rejected the answer: unknown call id 'call_7' (waiting: call_2)" in (
         result.stderr
     )
-    ok = await agent.cli("reject", workflow_id, "call_2", "--reason", "no")
+    ok = await agent.cli("reject", workflow_id, "call_2", "--reason", "no", "--yes")
     assert ok.code == 0, ok
     await agent.handle(workflow_id).result()
 
-    late = await agent.cli("approve", workflow_id, "call_2")
+    late = await agent.cli("approve", workflow_id, "call_2", "--yes")
     assert late.code == 1
     assert f"run '{workflow_id}' has already finished (stop); cannot approve" in late.stderr
 
@@ -353,7 +355,7 @@ async def test_no_server() -> None:
     port = _closed_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
     env["TEMPORAL_ADDRESS"] = f"127.0.0.1:{port}"
-    result = await starter("approve", "w", "call_1", env=env)
+    result = await starter("approve", "w", "call_1", "--yes", env=env)
     assert result.code == 1
     assert result.stderr.startswith(f"error: cannot reach Temporal at 127.0.0.1:{port}")
     assert "Traceback" not in result.stderr
@@ -433,7 +435,7 @@ async def answers_sent(agent: Agent, workflow_id: str) -> list[dict[str, Any]]:
 
 async def test_approve_names_the_run_and_the_arguments_it_answers(agent: Agent) -> None:
     workflow_id = await start_waiting(agent, "Please delete the logs folder", "call_2")
-    result = await agent.cli("approve", workflow_id, "call_2", "--approver", "ann")
+    result = await agent.cli("approve", workflow_id, "call_2", "--approver", "ann", "--yes")
     assert result.code == 0, result
     assert 'approve call_2 delete_path {"path": "logs"}' in result.stdout  # what it answered
     [sent] = await answers_sent(agent, workflow_id)
@@ -476,3 +478,144 @@ async def test_the_prompt_at_a_terminal_answers_the_call_it_showed(agent: Agent)
     first_run = description.raw_description.workflow_execution_info.first_run_id
     assert (sent["approver"], sent["run_id"]) == ("dora", first_run)
     assert sent["arguments_sha256"] == arguments_digest('{"command": "echo shown"}')
+
+
+async def pending_pin(agent: Agent, workflow_id: str) -> tuple[str, list[str]]:
+    """What `starter pending` shows of a waiting run: the call line, and the pin it prints
+    (`--run-id R --sha256 D`) as command-line arguments."""
+
+    async def listed() -> Result | None:
+        result = await agent.cli("pending")
+        return result if f"{workflow_id} (round" in result.stdout else None  # with details
+
+    result = await wait_until(listed, timeout=30, interval=0.5)
+    lines = result.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(workflow_id))
+    shown, pin = lines[at + 1].strip(), lines[at + 2].split()
+    assert pin[:3] == ["python", "-m", "starter"] and pin[3] == "approve|reject", pin
+    assert pin[4:6] == [workflow_id, "call_1"], pin
+    return shown, pin[6:]
+
+
+async def test_an_answer_pinned_to_what_was_read_is_refused_for_a_replaced_run(
+    agent: Agent,
+) -> None:
+    """A person reads `ls -la` in `pending`; the run behind the id is replaced by one whose
+    call_1 is `rm -rf important`: the answer with the printed pin does not approve it."""
+    (agent.workspace / "important").mkdir()
+    workflow_id = new_id()
+    started = await agent.cli("run", "--no-follow", "--id", workflow_id, "run: ls -la")
+    assert started.code == 0, started
+    await wait_for_phase(agent.handle(workflow_id), "awaiting_approval")
+    shown, pin = await pending_pin(agent, workflow_id)
+    assert shown == 'call_1 run_command {"command": "ls -la"}'
+    assert pin[0] == "--run-id" and pin[2] == "--sha256", pin
+    assert pin[3] == arguments_digest('{"command": "ls -la"}')
+
+    await agent.handle(workflow_id).terminate("replaced")
+    again = await agent.cli("run", "--no-follow", "--id", workflow_id, "run: rm -rf important")
+    assert again.code == 0, again
+    st = await wait_for_phase(agent.handle(workflow_id), "awaiting_approval")
+    assert [c.id for c in st.pending_approvals] == ["call_1"]
+
+    result = await agent.cli("approve", workflow_id, "call_1", *pin)
+    assert result.code == 1, result
+    assert f"run '{workflow_id}' is not run {pin[1]} any more" in result.stderr
+    assert "not answered" in result.stderr
+    assert (await status(agent.handle(workflow_id))).phase == "awaiting_approval"
+    assert await answers_sent(agent, workflow_id) == []
+    assert (agent.workspace / "important").exists()
+
+
+async def test_an_answer_for_the_old_run_is_refused_by_temporal_too(agent: Agent) -> None:
+    """Past the command line's own check (a run replaced between its check and its send):
+    the answer goes to the run chain it names, and Temporal refuses it for another."""
+    workflow_id = new_id()
+    await agent.cli("run", "--no-follow", "--id", workflow_id, "run: ls -la")
+    first = await wait_for_phase(agent.handle(workflow_id), "awaiting_approval")
+    await agent.handle(workflow_id).terminate("replaced")
+    await agent.cli("run", "--no-follow", "--id", workflow_id, "run: rm -rf important")
+    await wait_for_phase(agent.handle(workflow_id), "awaiting_approval")
+    old = AgentHandle(agent.client, workflow_id, first_execution_run_id=first.run_id)
+    answer = ToolApprovalResponse(call_id="call_1", approved=True)
+    with pytest.raises(RPCError) as refused:
+        await old.answer(answer, patience=5)
+    assert refused.value.status == RPCStatusCode.NOT_FOUND
+    assert await answers_sent(agent, workflow_id) == []
+
+
+async def test_an_unpinned_answer_without_a_terminal_is_refused(agent: Agent) -> None:
+    workflow_id = await start_waiting(agent, "run: ls -la", "call_1")
+    for action in (["approve"], ["reject", "--reason", "no"]):
+        result = await agent.cli(action[0], workflow_id, "call_1", *action[1:])
+        assert result.code == 2, result
+        [line] = result.stderr.splitlines()
+        assert "--run-id R --sha256 D" in line and "--yes" in line, line
+    assert (await status(agent.handle(workflow_id))).phase == "awaiting_approval"
+    assert await answers_sent(agent, workflow_id) == []
+    # --yes answers the call as it is now
+    done = await agent.cli("approve", workflow_id, "call_1", "--yes", "--approver", "eve")
+    assert done.code == 0, done
+    assert "call_1 approved by eve" in done.stdout
+    assert (await agent.handle(workflow_id).result()).finish_reason == "stop"
+
+
+async def test_an_answer_pinned_to_the_call_read_goes_through(agent: Agent) -> None:
+    workflow_id = await start_waiting(agent, "run: echo pinned", "call_1")
+    _shown, pin = await pending_pin(agent, workflow_id)
+    wrong = await agent.cli("approve", workflow_id, "call_1", *pin[:3], "0" * 64)
+    assert wrong.code == 1, wrong
+    assert "has other arguments than those read" in wrong.stderr
+    result = await agent.cli("approve", workflow_id, "call_1", *pin, "--approver", "fay")
+    assert result.code == 0, result
+    [sent] = await answers_sent(agent, workflow_id)
+    assert (sent["run_id"], sent["arguments_sha256"]) == (pin[1], pin[3])
+    assert (await agent.handle(workflow_id).result()).finish_reason == "stop"
+
+
+async def _approve_at_a_terminal(agent: Agent, workflow_id: str, typed: bytes) -> Result:
+    """`starter approve W call_1` with a terminal as its stdin; `typed` answers the prompt."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "starter", "approve", workflow_id, "call_1",
+        cwd=REPO, env=agent.env(USER="gus", LOGNAME="gus"), stdin=terminal,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    os.close(terminal)
+    seen = b""
+    try:
+        assert proc.stderr is not None
+        while b"approve? [y/N] " not in seen:
+            chunk = await asyncio.wait_for(proc.stderr.read(256), 30)
+            assert chunk, seen
+            seen += chunk
+        os.write(controller, typed)
+        out, err = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        os.close(controller)
+    assert proc.returncode is not None
+    return Result(proc.returncode, out.decode(), (seen + err).decode())
+
+
+async def test_at_a_terminal_an_unpinned_answer_shows_the_call_and_asks(agent: Agent) -> None:
+    workflow_id = await start_waiting(agent, "run: echo asked", "call_1")
+    digest = arguments_digest('{"command": "echo asked"}')
+    no = await _approve_at_a_terminal(agent, workflow_id, b"n\n")
+    assert no.code == 1, no
+    assert 'call_1 run_command {"command": "echo asked"}' in no.stdout
+    assert f"sha256 {digest}" in no.stdout
+    assert "call_1 not answered" in no.stdout
+    assert (await status(agent.handle(workflow_id))).phase == "awaiting_approval"
+    assert await answers_sent(agent, workflow_id) == []
+
+    yes = await _approve_at_a_terminal(agent, workflow_id, b"y\n")
+    assert yes.code == 0, yes
+    assert "call_1 approved by gus" in yes.stdout
+    [sent] = await answers_sent(agent, workflow_id)
+    assert sent["arguments_sha256"] == digest
+    assert (await agent.handle(workflow_id).result()).finish_reason == "stop"
