@@ -90,6 +90,7 @@ def _verdicts(
             arguments,
             requires_approval=False,
             path_parameters=tool.path_parameters if normalised else (),
+            path_root=tool.path_root,
         )
         for arguments, normalised in spelled
     ]

@@ -155,6 +155,7 @@ class Approvals:
             requires_approval=self.guarded(call),
             path_parameters=spec.path_parameters if spec is not None and current else (),
             legacy_shell_safety=not current,
+            path_root=spec.path_root if spec is not None and self._behaviour.sound_seams else None,
         )
 
     def unmatchable(self, rules: Sequence[PolicyRule]) -> str | None:

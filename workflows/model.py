@@ -433,6 +433,9 @@ class ToolSpec(BaseModel):
     path_parameters: list[str] = Field(default_factory=list)
     """Parameters that name a path in the workspace: rules match them as the normalised
     workspace-relative path the tool opens."""
+    path_root: str | None = None
+    """The workspace folder (absolute) the path parameters are in: rules see an absolute path
+    inside it as workspace-relative. None: an absolute path stays absolute."""
 
 
 class LlmRequest(BaseModel):

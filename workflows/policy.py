@@ -5,11 +5,12 @@ ones at their front), then the worker's defaults; the first rule that matches de
 matches: the tool's own default (ask when it needs approval, else allow).
 
 How a `when` glob sees a call: a string argument as it is (a path parameter of the tool as
-`workflows.paths.normal_path` spells it), any other value as its one text form
-(`workflows.arguments.arguments_json`). A glob of an `allow` rule is shell-safe by position
-(`workflows.globs`); `deny` and `ask` globs are plain `fnmatch` globs (matching more is never
-less safe there). Runs recorded before these rules decide with `legacy_shell_safety=True`: the
-earlier substring rule and the earlier text form, so their decisions replay unchanged.
+`workflows.paths.normal_path` spells it: inside the workspace, relative to it), any other value
+as its one text form (`workflows.arguments.arguments_json`). A glob of an `allow` rule is
+shell-safe by position (`workflows.globs`); `deny` and `ask` globs are plain `fnmatch` globs
+(matching more is never less safe there). Runs recorded before these rules decide with
+`legacy_shell_safety=True`: the earlier substring rule and the earlier text form, so their
+decisions replay unchanged.
 
 No Temporal here and nothing runs at import, so the workflow sandbox can re-import it freely.
 """
@@ -128,10 +129,11 @@ def argument_text(
     *,
     path_parameters: Collection[str] = (),
     legacy_shell_safety: bool = False,
+    path_root: str | None = None,
 ) -> str:
     """The text a `when` glob on argument `name` is matched against."""
     if name in path_parameters and isinstance(value, str):
-        return normal_path(value)
+        return normal_path(value, path_root)
     return value_text(value, legacy_shell_safety=legacy_shell_safety)
 
 
@@ -142,6 +144,7 @@ def rule_matches(
     *,
     path_parameters: Collection[str] = (),
     legacy_shell_safety: bool = False,
+    path_root: str | None = None,
 ) -> bool:
     """Whether `rule` matches a call of `tool` with (already parsed) `arguments`: the rule of
     matching, written plainly (`evaluate` applies it faster)."""
@@ -160,6 +163,7 @@ def rule_matches(
             arguments[name],
             path_parameters=path_parameters,
             legacy_shell_safety=legacy_shell_safety,
+            path_root=path_root,
         )
         if not pattern_matches(pattern, text, allow=allow, legacy_shell_safety=legacy_shell_safety):
             return False
@@ -174,6 +178,7 @@ def evaluate(
     requires_approval: bool,
     path_parameters: Collection[str] = (),
     legacy_shell_safety: bool = False,
+    path_root: str | None = None,
 ) -> Verdict:
     """Decide one call (`arguments` as the model gave them: a JSON string or a value) by the
     effective `rules`; `requires_approval` is the tool's own default (its spec, or the run's
@@ -181,13 +186,15 @@ def evaluate(
 
     `path_parameters`: the tool's spec's `path_parameters`, whose string values rules see
     normalised (`workflows.paths.normal_path`); leave it empty for runs recorded before.
+    `path_root`: the workspace folder (the spec's `path_root`): an absolute path inside it is
+    seen workspace-relative; None for runs recorded before.
     `legacy_shell_safety`: decide as runs recorded before shell safety by position did (the
     substring rule, and non-string values with `\\u` escapes).
 
     The same decision as the first rule for which `rule_matches` holds, made faster (see
     `_Call`). Arguments nested too deeply to read are never decided by a rule: a person is
     asked."""
-    call = _Call(tool, arguments, path_parameters, legacy_shell_safety)
+    call = _Call(tool, arguments, path_parameters, legacy_shell_safety, path_root)
     try:
         for index, rule in enumerate(rules):
             if not call.named(rule.tool):
@@ -209,9 +216,15 @@ class _Call:
     text (with, for the earlier substring rule, the metacharacters it holds) is made once."""
 
     def __init__(
-        self, tool: str, arguments: Any, path_parameters: Collection[str], legacy: bool
+        self,
+        tool: str,
+        arguments: Any,
+        path_parameters: Collection[str],
+        legacy: bool,
+        path_root: str | None = None,
     ) -> None:
         self._tool = tool
+        self._path_root = path_root
         self._arguments = arguments
         self._path_parameters = path_parameters
         self._legacy = legacy
@@ -243,6 +256,7 @@ class _Call:
                     self._values[name],
                     path_parameters=self._path_parameters,
                     legacy_shell_safety=self._legacy,
+                    path_root=self._path_root,
                 )
                 present = (
                     frozenset(m for m in LEGACY_SHELL_METACHARACTERS if m in text)

@@ -54,6 +54,9 @@ class Tool:
     """The workspace-relative path this tool opens for the value of one of its path
     parameters (symlinks followed as the tool follows them); the worker re-checks its
     enforced rules with it. None: rules see only the path as written."""
+    path_root: str | None = None
+    """The workspace folder its path parameters are in (rules see an absolute path inside it as
+    workspace-relative)."""
     run_checked: ToolFunctionChecked | None = field(default=None, repr=False)
     """`run`, reporting each path it opens to a check before using it (the worker's enforced
     rules, checked against what was opened). None: the tool opens no workspace path."""
@@ -67,6 +70,7 @@ class Tool:
             safe_to_retry=self.safe_to_retry,
             timeout_seconds=self.timeout_seconds,
             path_parameters=list(self.path_parameters),
+            path_root=self.path_root,
         )
 
 

@@ -229,6 +229,7 @@ def build_default_registry(
                 run=listing[0],
                 run_checked=listing[1],
                 path_parameters=("path",),
+                path_root=str(ws.root),
                 opened_path=partial(ws.opened_path, follow_last=True),
             ),
             Tool(
@@ -238,6 +239,7 @@ def build_default_registry(
                 run=reading[0],
                 run_checked=reading[1],
                 path_parameters=("path",),
+                path_root=str(ws.root),
                 opened_path=partial(ws.opened_path, follow_last=True),
             ),
             Tool(
@@ -273,6 +275,7 @@ def build_default_registry(
                 run=deleting[0],
                 run_checked=deleting[1],
                 path_parameters=("path",),
+                path_root=str(ws.root),
                 opened_path=partial(ws.opened_path, follow_last=False),  # the entry itself
                 requires_approval=True,
                 safe_to_retry=False,

@@ -125,3 +125,44 @@ def test_an_allow_on_a_folder_does_not_reach_out_of_it_by_dot_dot() -> None:
     assert decide("./logs//old/") == "allow"
     assert decide("logs/../notes.txt") == "ask"
     assert decide("logs/a/../../notes.txt") == "ask"
+
+
+@pytest.mark.parametrize(
+    ("raw", "seen"),
+    [
+        ("/srv/ws/secrets/a", "secrets/a"),
+        ("/srv/ws//secrets/./a/", "secrets/a"),
+        ("/srv/ws/logs/../secrets/a", "secrets/a"),
+        ("/srv/ws", "."),
+        ("/srv/ws/", "."),
+        ("/srv/wsx/secrets/a", "/srv/wsx/secrets/a"),  # another folder: stays absolute
+        ("/etc/passwd", "/etc/passwd"),
+        ("secrets/a", "secrets/a"),
+    ],
+)
+def test_an_absolute_path_inside_the_workspace_is_seen_workspace_relative(
+    raw: str, seen: str
+) -> None:
+    assert normal_path(raw, "/srv/ws") == seen
+    assert rule_arguments({"path": raw}, ("path",), "/srv/ws") == {"path": seen}
+
+
+def test_an_ask_on_a_folder_sees_the_absolute_spelling_of_its_files() -> None:
+    secrets = PolicyRule(tool="read_file", when={"path": "secrets/*"}, decision="ask")
+    allow = PolicyRule(tool="read_file", decision="allow")
+
+    def decide(path: str, root: str | None) -> str:
+        return evaluate(
+            [secrets, allow],
+            "read_file",
+            {"path": path},
+            requires_approval=False,
+            path_parameters=("path",),
+            path_root=root,
+        ).decision
+
+    assert decide("secrets/a", "/srv/ws") == "ask"
+    assert decide("/srv/ws/secrets/a", "/srv/ws") == "ask"
+    assert decide("/srv/ws/./logs/../secrets/a", "/srv/ws") == "ask"
+    assert decide("/srv/ws/notes.txt", "/srv/ws") == "allow"
+    assert decide("/srv/ws/secrets/a", None) == "allow"  # runs recorded before: as written

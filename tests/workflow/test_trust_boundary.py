@@ -343,3 +343,31 @@ async def test_the_worker_is_told_who_approved_a_call(client, task_queue):
         )
         await handle.result()
     assert [(r.call_id, r.answered_by) for r in fake.tool_requests] == [("c1", "person")]
+
+
+async def test_an_absolute_path_meets_the_rules_as_the_workspace_path_it_names(client, task_queue):
+    """The worker says where its workspace is: `/srv/ws/secrets/a` is asked about under an
+    enforced `ask` on `secrets/*`, as `secrets/a` is; a run's `allow` cannot decide it."""
+    specs = [s.model_copy(update={"path_root": "/srv/ws"}) for s in TOOL_SPECS]
+    secrets = WorkerPolicy(
+        enforced=[PolicyRule(tool="read_file", when={"path": "secrets/*"}, decision="ask")]
+    )
+    fake = FakeAgentActivities(
+        replies=[calls(("c1", "read_file", '{"path": "/srv/ws/./secrets/a"}')), text("done")],
+        worker_rules=secrets,
+        specs=specs,
+    )
+    start = AgentRunInput(
+        messages=[ChatMessage.user("go")],
+        options=AgentRunOptions(approval_policy={"rules": [{"tool": "*", "decision": "allow"}]}),
+    )
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, start)
+        st = await wait_for_phase(handle, "awaiting_approval")
+        assert [c.id for c in st.pending_approvals] == ["c1"]
+        assert fake.tools_run == []
+        await handle.signal(
+            names.SIGNAL_TOOL_APPROVAL, ToolApprovalResponse(call_id="c1", approved=True)
+        )
+        await handle.result()
+    assert [(r.call_id, r.answered_by) for r in fake.tool_requests] == [("c1", "person")]
