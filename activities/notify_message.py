@@ -14,7 +14,7 @@ import urllib.parse
 from datetime import UTC, datetime
 from typing import Any
 
-from workflows.arguments import parse_arguments
+from workflows.arguments import arguments_digest, parse_arguments
 from workflows.model import FinishReason, NotifyRequest
 
 ARGUMENTS_JSON_CHARS = 4_000
@@ -93,7 +93,8 @@ def arguments_json(arguments: Any) -> str:
 
 def json_body(request: NotifyRequest, *, link: str | None, include_content: bool) -> dict[str, Any]:
     """The body of `AGENT_NOTIFY_FORMAT=json`. A call's event: `event`, `workflow_id`, `run_id`,
-    `call_id`, `tool`, `arguments` (only with `include_content`), `waiting_since`, `url`;
+    `call_id`, `tool`, `arguments` and `arguments_sha256` (only with `include_content`: what
+    `starter approve --run-id R --sha256 D` pins), `waiting_since`, `url`;
     `run_finished`: `event`, `workflow_id`, `run_id`, `finish_reason`, `error` (only with
     `include_content`), `url`. `url` is null without an inbox."""
     body: dict[str, Any] = {
@@ -111,6 +112,7 @@ def json_body(request: NotifyRequest, *, link: str | None, include_content: bool
             else:
                 body["arguments"] = text[:ARGUMENTS_JSON_CHARS] + ELLIPSIS
                 body["arguments_truncated"] = True
+            body["arguments_sha256"] = arguments_digest(request.arguments)
         body["waiting_since"] = timestamp(request.waiting_since)
     else:
         body["finish_reason"] = request.finish_reason
@@ -149,15 +151,18 @@ def _slack_since(moment: datetime | None) -> str:
 
 def slack_text(request: NotifyRequest, *, link: str | None, include_content: bool) -> str:
     """One short line for a Slack channel: the tool, the run (a link to its inbox page when there
-    is one) and the call; the arguments (bounded) only with `include_content`."""
+    is one) and the call; the arguments (bounded) only with `include_content`; then what pins an
+    answer to the call (`starter approve --run-id R --sha256 D`; the digest only with the
+    arguments it is of)."""
     run = _slack_run(request, link)
     if request.event in CALL_EVENTS:
         tool = slack_code(request.tool or "?")
-        call = f" (call {slack_code(request.call_id or '?')})"
+        pin = f"call {slack_code(request.call_id or '?')}, run id {slack_code(request.run_id)}"
         args = ""
         if include_content:
+            pin += f", sha256 {slack_code(arguments_digest(request.arguments))}"
             args = f": {slack_code(arguments_json(request.arguments), SLACK_ARGUMENTS_CHARS)}"
-        where = f" in run {run}{call}{args}"
+        where = f" in run {run} ({pin}){args}"
         if request.event == "approval_waiting":
             return f":hourglass_flowing_sand: {tool} is waiting for approval{where}"
         since = _slack_since(request.waiting_since)

@@ -25,6 +25,7 @@ from activities.settings import Settings
 from activities.tools import ToolRegistry
 from tests.notify_receiver import receiver_process
 from tests.reliability.processes import free_port
+from workflows.arguments import arguments_digest
 from workflows.model import NotifyRequest
 
 TOKEN = "T0KEN-b7f3c9a1d2e4f6a8b0c2"
@@ -90,6 +91,7 @@ async def test_a_waiting_call_is_posted_as_json_with_every_field(tmp_path):
         "call_id": "call_2",
         "tool": "delete_path",
         "arguments": {"path": "logs"},
+        "arguments_sha256": arguments_digest({"path": "logs"}),
         "waiting_since": "2026-03-04T05:06:07Z",
         "url": "https://inbox.example/agent/runs/agent-7",
     }
@@ -107,7 +109,8 @@ async def test_the_slack_format_posts_one_line_of_text(tmp_path):
         [post] = await receiver.received()
     assert post["body"] == {
         "text": ":hourglass_flowing_sand: `delete_path` is waiting for approval in run"
-        ' <http://inbox.local:8080/runs/agent-7|agent-7> (call `call_2`): `{"path": "logs"}`'
+        " <http://inbox.local:8080/runs/agent-7|agent-7> (call `call_2`, run id `run-first`,"
+        f' sha256 `{arguments_digest({"path": "logs"})}`): `{{"path": "logs"}}`'
     }
 
 

@@ -36,6 +36,7 @@ from tests.helpers import events, start_run, status, wait_for_phase
 from tests.notify_receiver import ReceiverProcess, receiver_process
 from tests.reliability.processes import ROOT, ManagedProcess, start_worker, worker_env
 from workflows.agent import AgentWorkflow
+from workflows.arguments import arguments_digest
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -135,10 +136,11 @@ async def test_a_waiting_call_reaches_the_receiver_and_so_does_the_end(client, t
             "call_id": call.id,
             "tool": "delete_path",
             "arguments": {"path": "logs"},
+            "arguments_sha256": arguments_digest({"path": "logs"}),
             "url": f"{INBOX}/runs/{handle.id}",
         }
         if n.encrypted:
-            del expected["arguments"]
+            del expected["arguments"], expected["arguments_sha256"]
         body = post["body"]
         assert {k: v for k, v in body.items() if k != "waiting_since"} == expected
         assert st.awaiting_since is not None
@@ -204,10 +206,14 @@ async def test_the_slack_format(client, tmp_path):
             st = await waiting_call(handle)
             [post] = await n.receiver.wait_for(1)
             call_id = st.pending_approvals[0].id
-            arguments = "" if n.encrypted else ': `{"path": "logs"}`'
+            pin = f"call `{call_id}`, run id `{st.run_id}`"
+            arguments = ""
+            if not n.encrypted:
+                pin += f", sha256 `{arguments_digest({'path': 'logs'})}`"
+                arguments = ': `{"path": "logs"}`'
             assert post["body"] == {
                 "text": ":hourglass_flowing_sand: `delete_path` is waiting for approval in run"
-                f" <{INBOX}/runs/{handle.id}|{handle.id}> (call `{call_id}`){arguments}"
+                f" <{INBOX}/runs/{handle.id}|{handle.id}> ({pin}){arguments}"
             }
         finally:
             await finish(handle)

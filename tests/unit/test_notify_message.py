@@ -15,6 +15,7 @@ from activities.notify_message import (
     slack_text,
     timestamp,
 )
+from workflows.arguments import arguments_digest
 from workflows.model import NotifyRequest
 
 SINCE = datetime(2026, 3, 4, 5, 6, 7, 890_000, tzinfo=UTC)
@@ -44,6 +45,7 @@ def test_the_json_body_of_a_waiting_call_has_every_field_in_order():
         "call_id",
         "tool",
         "arguments",
+        "arguments_sha256",
         "waiting_since",
         "url",
     ]
@@ -54,6 +56,7 @@ def test_the_json_body_of_a_waiting_call_has_every_field_in_order():
         "call_id": "call_2",
         "tool": "delete_path",
         "arguments": {"path": "logs"},
+        "arguments_sha256": arguments_digest({"path": "logs"}),
         "waiting_since": "2026-03-04T05:06:07.890000Z",
         "url": "http://inbox.local:8080/runs/agent-42",
     }
@@ -61,7 +64,7 @@ def test_the_json_body_of_a_waiting_call_has_every_field_in_order():
 
 def test_without_content_the_arguments_are_left_out_and_without_an_inbox_the_url_is_null():
     body = json_body(waiting(), link=None, include_content=False)
-    assert "arguments" not in body
+    assert "arguments" not in body and "arguments_sha256" not in body  # a digest of content
     assert body["url"] is None
     assert body["call_id"] == "call_2"
 
@@ -125,7 +128,8 @@ def test_the_slack_line_names_the_tool_the_run_with_its_link_and_the_call():
     text = slack_text(waiting(), link="http://inbox.local/runs/agent-42", include_content=True)
     assert text == (
         ":hourglass_flowing_sand: `delete_path` is waiting for approval in run"
-        ' <http://inbox.local/runs/agent-42|agent-42> (call `call_2`): `{"path": "logs"}`'
+        " <http://inbox.local/runs/agent-42|agent-42> (call `call_2`, run id `run-1`,"
+        f' sha256 `{arguments_digest({"path": "logs"})}`): `{{"path": "logs"}}`'
     )
 
 
@@ -133,7 +137,7 @@ def test_the_slack_line_without_content_or_inbox():
     text = slack_text(waiting(), link=None, include_content=False)
     assert text == (
         ":hourglass_flowing_sand: `delete_path` is waiting for approval in run `agent-42`"
-        " (call `call_2`)"
+        " (call `call_2`, run id `run-1`)"
     )
 
 
@@ -153,8 +157,9 @@ def test_nothing_in_the_arguments_breaks_the_slack_line_or_hides_itself():
     assert "\\u001b[31mred\\n\\u202eevil" in text  # JSON's escapes, and ours for the rest
     assert "<!channel>" not in text  # Slack would ping the channel
     assert "&lt;!channel&gt; &amp;" in text
-    # the only backticks are the spans' own: the tool, the run, the call, the arguments
-    assert text.count("`") == 8
+    # the only backticks are the spans' own: the tool, the run, the call, the run id, the
+    # digest, the arguments
+    assert text.count("`") == 12
     assert "ˋidˋ" in text
 
 
