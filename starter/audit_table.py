@@ -29,11 +29,13 @@ def tokens_line(view: AuditView) -> str:
     return f"tokens: {u.prompt_tokens:,} prompt + {u.completion_tokens:,} completion"
 
 
-def audit_lines(workflow_id: str, view: AuditView) -> list[str]:
-    """The whole audit as lines of text."""
+def audit_lines(workflow_id: str, view: AuditView, run_id: str | None = None) -> list[str]:
+    """The whole audit as lines of text; `run_id`, the first run id of the run's chain, is what
+    `starter approve --run-id` pins an answer to."""
     kept = len(view.decisions)
+    run = f" (run id {visible(run_id)})" if run_id else ""
     lines = [
-        f"audit of {visible(workflow_id)}: {kept + view.dropped} decision"
+        f"audit of {visible(workflow_id)}{run}: {kept + view.dropped} decision"
         f"{'' if kept + view.dropped == 1 else 's'}",
         f"  {counts_line(view)}",
         f"  {tokens_line(view)}",

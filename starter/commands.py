@@ -408,7 +408,7 @@ async def cmd_audit(ctx: Ctx, args: argparse.Namespace) -> int:
     except WorkflowQueryFailedError as err:  # e.g. a worker of a release without the audit
         raise CliError(f"run '{args.workflow_id}' cannot answer the audit query: {err}") from None
     ctx.out.data(view.model_dump(mode="json"))
-    for line in audit_lines(args.workflow_id, view):
+    for line in audit_lines(args.workflow_id, view, await handle.first_run_id()):
         ctx.out.line(line)
     return EXIT_OK
 

@@ -28,7 +28,7 @@ async def test_audit_lists_the_rules_and_the_peoples_decisions_in_order(
     assert started.code == 0, started
     await wait_for_phase(agent.handle(workflow_id), "awaiting_approval")
     approved = await agent.cli(
-        "approve", workflow_id, "call_2", "--approver", "ann",
+        "approve", workflow_id, "call_2", "--approver", "ann", "--yes",
         "--arguments", '{"path": "logs/old.log"}',
     )  # fmt: skip
     assert approved.code == 0, approved
@@ -37,7 +37,9 @@ async def test_audit_lists_the_rules_and_the_peoples_decisions_in_order(
     result = await agent.cli("audit", workflow_id)
     assert result.code == 0, result
     lines = result.stdout.splitlines()
-    assert lines[0] == f"audit of {workflow_id}: 2 decisions"
+    description = await agent.handle(workflow_id).describe()
+    first_run = description.raw_description.workflow_execution_info.first_run_id
+    assert lines[0] == f"audit of {workflow_id} (run id {first_run}): 2 decisions"
     assert lines[1] == (
         "  approved by people 1, rejected by people 0, decided by rules 1,"
         " by the approval timeout 0"
@@ -71,7 +73,14 @@ async def test_audit_shows_a_reason_as_people_see_it_and_refuses_an_unknown_run(
 ) -> None:
     workflow_id = await start_waiting(agent, "Please delete notes.txt", "call_2")
     rejected = await agent.cli(
-        "reject", workflow_id, "call_2", "--approver", "bo", "--reason", "no\x1b[2K\u202eok"
+        "reject",
+        workflow_id,
+        "call_2",
+        "--approver",
+        "bo",
+        "--yes",
+        "--reason",
+        "no\x1b[2K\u202eok",
     )
     assert rejected.code == 0, rejected
     await agent.handle(workflow_id).result()
