@@ -64,7 +64,7 @@ async def test_approve_waits_for_a_free_update_slot(agent: Agent) -> None:
                 assert line, f"watch ended early: {seen.decode()!r}"
                 seen += line
         approve = asyncio.create_task(
-            agent.cli("approve", workflow_id, "call_1", "--approver", "ann", timeout=90)
+            agent.cli("approve", workflow_id, "call_1", "--approver", "ann", "--yes", timeout=90)
         )
         held_for = HELD_SECONDS - (asyncio.get_running_loop().time() - started)
         await asyncio.wait({approve}, timeout=held_for)  # (a run that admits fewer long polls

@@ -71,7 +71,7 @@ async def test_approve_succeeds_with_twenty_watchers(agent: Agent) -> None:
             attached = [b"needs approval: call_1" in w.stdout for w in watchers]
             assert all(attached), [w.stderr.decode()[-400:] for w in watchers if w.stderr]
 
-            approve = await agent.cli("approve", workflow_id, CALL, "--approver", "ann")
+            approve = await agent.cli("approve", workflow_id, CALL, "--approver", "ann", "--yes")
             assert approve.code == 0, approve
             assert f"{CALL} approved by ann" in approve.stdout
             for noise in NOISE:

@@ -52,7 +52,10 @@ async def test_a_run_that_ended_in_error_is_not_said_to_have_completed(
         async with worker(client, task_queue, tmp_path, llm_base_url=fake.base_url):
             started = await starter("run", "--id", workflow_id, "hello", env=env)
             assert started.code == 3, started  # followed a run that ended `error`
-            for command in (("say", workflow_id, "again"), ("approve", workflow_id, "call_1")):
+            for command in (
+                ("say", workflow_id, "again"),
+                ("approve", workflow_id, "call_1", "--yes"),
+            ):
                 late = await starter(*command, env=env)
                 assert late.code == 1
                 assert f"run '{workflow_id}' has already finished (error)" in late.stderr, late

@@ -54,12 +54,13 @@ async def test_run_with_rules_from_flags_and_a_file(agent: Agent, tmp_path: Path
 
 async def test_approve_remember_and_arguments(agent: Agent) -> None:
     workflow_id = await start_waiting(agent, "run: echo original", "call_1")
-    bad = await agent.cli("approve", workflow_id, "call_1", "--arguments", "[1]")
+    bad = await agent.cli("approve", workflow_id, "call_1", "--yes", "--arguments", "[1]")
     assert bad.code != 0 and "arguments" in bad.stderr
     done = await agent.cli(
         "approve",
         workflow_id,
         "call_1",
+        "--yes",
         "--remember",
         "--arguments",
         '{"command": "echo edited"}',
@@ -98,7 +99,9 @@ async def test_reject_remember_and_policy_set(agent: Agent, tmp_path: Path) -> N
     assert [m.content for m in result.messages if m.role == "tool"][-1] == "Rejected: no"
     # reject --remember: the rule is the run's from then on.
     other = await start_waiting(agent, "run: echo x", "call_1")
-    done = await agent.cli("reject", other, "call_1", "--reason", "not today", "--remember")
+    done = await agent.cli(
+        "reject", other, "call_1", "--reason", "not today", "--remember", "--yes"
+    )
     assert done.code == 0 and "from now on denied in this run" in done.stdout, done
     shown = await agent.cli("policy", other)
     assert "run      deny  run_command (not today)" in shown.stdout

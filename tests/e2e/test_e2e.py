@@ -149,7 +149,7 @@ async def test_the_story_over_http(deployment: Deployment) -> None:
     # 1. Approval: the folder is deleted and the model says so.
     run1 = await _start_and_wait(d, "Please delete the logs folder", "call_2")
     assert (d.workspace / "logs").exists()
-    approved = await d.cli("approve", run1, "call_2", "--approver", "ann")
+    approved = await d.cli("approve", run1, "call_2", "--approver", "ann", "--yes")
     assert approved.code == 0, approved
     watched = await d.cli("watch", run1)
     assert watched.code == 0, watched
@@ -160,7 +160,9 @@ async def test_the_story_over_http(deployment: Deployment) -> None:
 
     # 2. Rejection: nothing runs, the reason reaches the model's reply.
     run2 = await _start_and_wait(d, "run: rm -rf tmp", "call_1")
-    rejected = await d.cli("reject", run2, "call_1", "--reason", "check what is in tmp first")
+    rejected = await d.cli(
+        "reject", run2, "call_1", "--reason", "check what is in tmp first", "--yes"
+    )
     assert rejected.code == 0, rejected
     watched = await d.cli("watch", run2)
     assert watched.code == 0, watched

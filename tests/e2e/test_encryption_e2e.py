@@ -202,7 +202,7 @@ async def test_an_encrypted_run_and_what_the_cli_shows(site: Site) -> None:
     endpoint = await site.codec_server(**key)
     workflow_id = f"enc-{uuid.uuid4().hex[:8]}"
     await start_waiting(site, workflow_id, **key)
-    approved = await site.cli("approve", workflow_id, "call_2", "--approver", "ann", **key)
+    approved = await site.cli("approve", workflow_id, "call_2", "--approver", "ann", "--yes", **key)
     assert approved.code == 0, approved
     watched = await site.cli("watch", workflow_id, **key)
     assert watched.code == 0, watched
@@ -282,7 +282,7 @@ async def test_a_run_started_under_the_old_key_finishes_after_rotation(site: Sit
     await start_waiting(site, workflow_id, **before)
     assert await worker.stop() == 0
     await site.worker(**after)
-    approved = await site.cli("approve", workflow_id, "call_2", **after)
+    approved = await site.cli("approve", workflow_id, "call_2", "--yes", **after)
     assert approved.code == 0, approved
     watched = await site.cli("watch", workflow_id, **after)
     assert watched.code == 0 and watched.stdout.splitlines()[-1] == "finished: stop", watched

@@ -91,7 +91,7 @@ async def test_one_trace_per_run(
             handle = client.get_workflow_handle(workflow_id)
             await wait_until(lambda: _started(client, workflow_id))
             await wait_for_phase(handle, "awaiting_approval")
-            approved = await starter("approve", workflow_id, "call_1", env=env)
+            approved = await starter("approve", workflow_id, "call_1", "--yes", env=env)
             assert approved.code == 0, approved
             await handle.result()
             assert await asyncio.wait_for(follower.proc.wait(), 30) == 0

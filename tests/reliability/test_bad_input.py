@@ -358,7 +358,9 @@ async def test_answers_after_the_end(
     await finished_well(handle, "stop")
     cli = await signal_cli(env_address, handle.id, "tool_approval", approval_json("call_1"))
     cli_cancel = await signal_cli(env_address, handle.id, "cancel", None)
-    approve = await starter(env_address, scripted.task_queue, "approve", handle.id, "call_1", "--yes")
+    approve = await starter(
+        env_address, scripted.task_queue, "approve", handle.id, "call_1", "--yes"
+    )
     cancel = await starter(env_address, scripted.task_queue, "cancel", handle.id)
     row.did("temporal workflow signal tool_approval / cancel; python -m starter approve / cancel")
     for name, item in [("CLI approval", cli), ("CLI cancel", cli_cancel)]:
@@ -472,7 +474,9 @@ async def test_starter_unknown_call_id(
     row = record("bad_input", "starter approve with an unknown call id (the update path)")
     handle, call_id, out = await approval_wait(scripted, "starter-unknown")
     before = await last_seq(handle)
-    result = await starter(env_address, scripted.task_queue, "approve", handle.id, "call_404", "--yes")
+    result = await starter(
+        env_address, scripted.task_queue, "approve", handle.id, "call_404", "--yes"
+    )
     row.did(f"python -m starter approve W call_404 (pending: {call_id})")
     row.saw(f"starter: {result.summary()}")
     assert result.returncode == 1
