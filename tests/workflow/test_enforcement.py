@@ -22,7 +22,7 @@ from activities.agent_activities import AgentActivities
 from activities.plugin import run_worker
 from activities.settings import Settings
 from activities.tools import build_default_registry
-from tests.helpers import start_run
+from tests.helpers import start_run, wait_for_phase
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -225,6 +225,9 @@ while True:
 process of its own (as another program on the worker's host would)."""
 
 
+FLIP_READS = 40
+
+
 def _until_flipped(link: Path) -> None:
     """Wait until the flipper runs (the link changed at least once)."""
     deadline = time.monotonic() + 10
@@ -247,15 +250,25 @@ async def test_the_worker_checks_the_file_it_opened_not_the_one_it_looked_at(wor
     )
     try:
         await asyncio.to_thread(_until_flipped, link)
-        results = [await execute(acts, "read_file", {"path": "r.txt"}, f"c{i}") for i in range(40)]
+        results = await _reads_while_flipping(acts)
     finally:
         flipper.kill()
         await flipper.wait()
-    leaked = [r for r in results if "sk-do-not-leak" in r]
-    harmless = [r for r in results if "harmless" in r]
-    refused = [r for r in results if r == "Rejected: Denied by policy"]
-    assert leaked == [], f"{len(leaked)} of 40 reads returned the secret"
-    assert harmless and refused, (len(harmless), len(refused))  # the link really flipped
+    leaked = [r for r in results if SECRET in r]
+    assert leaked == [], f"{len(leaked)} of {len(results)} reads returned the secret"
+
+
+async def _reads_while_flipping(acts: AgentActivities) -> list[str]:
+    """At least `FLIP_READS` reads of the flipping link, and on until both of its targets were
+    met (a loaded machine may leave the flipper idle for a while), at most 10 times as many."""
+    results: list[str] = []
+    for index in range(FLIP_READS * 10):
+        results.append(await execute(acts, "read_file", {"path": "r.txt"}, f"c{index}"))
+        harmless = any("harmless" in r for r in results)
+        refused = "Rejected: Denied by policy" in results
+        if len(results) >= FLIP_READS and harmless and refused:
+            return results
+    raise AssertionError(f"the link never flipped in {len(results)} reads")
 
 
 async def test_a_seeded_approval_cannot_run_what_the_worker_denies(client, workspace, tmp_path):
@@ -303,3 +316,60 @@ async def test_a_seeded_approval_cannot_run_what_the_worker_denies(client, works
     ]
     assert answers == ["Rejected: not here"], answers
     assert not (workspace / "PWNED").exists()
+
+
+async def test_a_run_rule_cannot_open_what_an_enforced_ask_keeps_for_a_person(
+    client, workspace, tmp_path
+):
+    """From the outside: a real worker that sends `keep/*` reads to a person, and a run whose
+    own rule allows every read, reading a link to `keep/a.txt` and its absolute path: neither is
+    read without a person."""
+    (workspace / "to_keep.txt").symlink_to("keep/a.txt")
+    policy_file = tmp_path / "policy.json"
+    policy_file.write_text(json.dumps({"enforced": SECRET_ASK}))
+    queue = f"enforce-{uuid.uuid4().hex[:10]}"
+    stop = asyncio.Event()
+    ready = asyncio.Event()
+    worker = asyncio.create_task(
+        run_worker(
+            client,
+            settings(workspace, policy_file=policy_file),
+            queue=queue,
+            stop=stop,
+            ready=lambda _q: ready.set(),
+        )
+    )
+    calls = [
+        ToolCall(id="link", name="read_file", arguments='{"path": "to_keep.txt"}'),
+        ToolCall(
+            id="absolute",
+            name="read_file",
+            arguments=json.dumps({"path": str(workspace.resolve() / "keep" / "a.txt")}),
+        ),
+    ]
+    try:
+        await asyncio.wait_for(ready.wait(), 30)
+        run_input = AgentRunInput(
+            messages=[ChatMessage.user("hi"), ChatMessage.assistant("", calls)],
+            options=AgentRunOptions(
+                max_rounds=2,
+                approval_policy={"rules": [{"tool": "read_file", "decision": "allow"}]},
+            ),
+        )
+        handle = await start_run(client, queue, run_input)
+        st = await wait_for_phase(handle, "awaiting_approval")  # the absolute path: asked
+        assert [c.id for c in st.pending_approvals] == ["absolute"]
+        await handle.signal(
+            "tool_approval", ToolApprovalResponse(call_id="absolute", approved=False)
+        )
+        result = await asyncio.wait_for(handle.result(), 60)
+    finally:
+        stop.set()
+        await asyncio.wait_for(worker, 60)
+    answers = {m.tool_call_id: m.content for m in result.messages if m.role == "tool"}
+    assert answers["link"] == (
+        "Rejected: the worker's enforced rule 0 sends this call to a person,"
+        " and no person approved it"
+    )
+    assert answers["absolute"] == "Rejected: User denied"
+    assert "keep me" not in json.dumps(answers)
