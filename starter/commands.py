@@ -291,6 +291,13 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
         remaining = await handle.answer(response)
     except AnswerNotDelivered as err:
         raise not_delivered(args.workflow_id, err) from None
+    except RPCError as err:
+        if args.run_id is None or err.status != RPCStatusCode.NOT_FOUND:
+            raise
+        raise CliError(  # replaced since the check above: Temporal refused it
+            f"run '{visible(args.workflow_id)}' is not run {visible(args.run_id)} any more:"
+            " the call read is not the call waiting; not answered"
+        ) from None
     ctx.out.data(
         {
             "workflow_id": args.workflow_id,
