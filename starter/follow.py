@@ -148,7 +148,8 @@ async def follow(
                     return Followed(None, item.last_seq)
             elif isinstance(item, Ended):
                 if item.closed_status is not None:
-                    out.info(f"run ended without a finished event: {item.closed_status}")
+                    why = f" ({visible(item.reason)})" if item.reason else ""
+                    out.info(f"run ended without a finished event: {item.closed_status}{why}")
                 return Followed(item.finish_reason, item.last_seq, item.closed_status)
             else:
                 out.event(item)
