@@ -17,6 +17,7 @@ when Temporal recorded a reason (a failure's message, a termination's reason).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,7 @@ from workflows.model import AgentEvent, AgentStatus, AuditView, ChatMessage, Pha
 log = logging.getLogger(__name__)
 
 _OPEN = {WorkflowExecutionStatus.RUNNING, None}
+_ENDED_BY_TEMPORAL = {WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT}
 _PHASES: tuple[Phase, ...] = ("running", "awaiting_approval", "waiting_for_message", "finished")
 
 
@@ -67,11 +69,24 @@ class NotReplayable(Exception):
 
 
 class _Capture(Interceptor):
-    """Keeps the replayed run's instance, and its status when its `run` returned or raised."""
+    """Keeps the replayed run's instance, its status when its `run` returned or raised, and how
+    many events and messages it had after each activation (`seen`).
+
+    A run Temporal ended (terminated, timed out) never returned: when the replay reaches the end
+    of its history the replayer evicts it, which cancels it, and the workflow's own cancellation
+    path adds events that never happened. Only what it had after its last recorded activation
+    counts then."""
 
     def __init__(self) -> None:
         self.instance: AgentWorkflow | None = None
         self.status: AgentStatus | None = None
+        self.seen = (0, 0)
+
+    def snapshot(self) -> bool:
+        """A wait condition that is never met: conditions are checked after every activation."""
+        if self.instance is not None:
+            self.seen = (len(self.instance.events(-1)), len(self.instance.messages()))
+        return False
 
     def workflow_interceptor_class(
         self, input: WorkflowInterceptorClassInput
@@ -81,9 +96,11 @@ class _Capture(Interceptor):
         class _Inbound(WorkflowInboundInterceptor):
             async def execute_workflow(self, input: ExecuteWorkflowInput) -> Any:
                 capture.instance = workflow.instance()
+                watching = asyncio.ensure_future(workflow.wait_condition(capture.snapshot))
                 try:
                     return await super().execute_workflow(input)
                 finally:
+                    watching.cancel()
                     if capture.instance is not None:
                         capture.status = capture.instance.status()
 
@@ -122,11 +139,13 @@ async def replay_record(
     instance = capture.instance
     if result.replay_failure is not None or instance is None:
         raise NotReplayable(str(result.replay_failure or "the run never started"))
-    events = instance.events(-1)
-    status = capture.status or _unfinished_status(history, events, last_phase)
+    events, messages, status = instance.events(-1), instance.messages(), capture.status
+    if closed in _ENDED_BY_TEMPORAL or status is None:
+        events, messages = events[: capture.seen[0]], messages[: capture.seen[1]]
+        status = _unfinished_status(history, events, last_phase)
     return RunRecord(
         status=status,
-        messages=instance.messages(),
+        messages=messages,
         events=events,
         audit=instance.audit(),
         closed=(closed.name if closed else "CLOSED").lower(),

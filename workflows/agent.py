@@ -335,7 +335,8 @@ class AgentWorkflow:
                 temperature=state.options.temperature,
                 max_tokens=state.options.max_tokens,
                 view=self._compactor.active,
-            )
+            ),
+            until_given_up=self._behaviour.sound_seams,
         )
         self._inflight.add("llm", handle)
         try:
@@ -496,6 +497,7 @@ class AgentWorkflow:
             names.SIGNAL_TOOL_APPROVAL: self._on_tool_approval,
             names.SIGNAL_CANCEL: self._on_cancel,
             names.SIGNAL_SEND_MESSAGE: self._on_send_message,
+            names.SIGNAL_MODEL_UNREACHABLE: self._on_model_unreachable,
         }
         handler = handlers.get(name)
         if handler is None:
@@ -539,6 +541,16 @@ class AgentWorkflow:
         problem = self._conversation.hold(message)
         if problem is not None:
             self._warn(f"send_message: {problem}; message ignored")
+
+    def _on_model_unreachable(self, payload: object) -> None:
+        """`call_llm` could not reach the model server and will try again: people are told at
+        once, every attempt (`{"message": …}`; only while a model call is in flight)."""
+        message = payload.get("message") if isinstance(payload, dict) else None
+        if not isinstance(message, str) or not message.strip():
+            self._warn(f"{names.SIGNAL_MODEL_UNREACHABLE}: no message; ignored")
+            return
+        if "llm" in self._inflight and not self._finished:
+            self._emit(WarningEvent(message=preview(message)))  # the worker logged it already
 
     @workflow.signal(name=STREAM_PUBLISH_SIGNAL)
     def _stream_publish(self, payload: RawValue) -> None:
