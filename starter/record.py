@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,11 @@ from workflows.agent import AgentWorkflow
 from workflows.model import AgentEvent, AgentStatus, AuditView, ChatMessage, Phase
 
 log = logging.getLogger(__name__)
+
+# A replayed run that ended with handlers still open (a follower's long poll) would say so on
+# stderr, as a worker does once when the run really ended: here that is only noise.
+warnings.filterwarnings("ignore", category=workflow.UnfinishedUpdateHandlersWarning)
+warnings.filterwarnings("ignore", category=workflow.UnfinishedSignalHandlersWarning)
 
 _OPEN = {WorkflowExecutionStatus.RUNNING, None}
 _ENDED_BY_TEMPORAL = {WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT}
