@@ -15,13 +15,18 @@ import pytest
 from temporalio.client import Client
 
 from activities.settings import Settings
+from starter.follow import follow
+from starter.handle import AgentHandle
+from starter.output import Output
 from tests.cli.test_starter import Agent, Result, new_id, seed
 from worker import run_worker
 
 READ_SECONDS = 2.0
-"""How long reading a closed run may take with no worker, beyond the program's own start (the
-time `--help` takes, measured alongside: on a loaded machine starting Python alone can take
-more than a second)."""
+"""How long reading a closed run may take with no worker: the starter's own reading (its
+handle's record, the follower) is timed in this process; the commands as subprocesses must
+answer well before the 30 s a query waits for a worker (starting Python alone takes 1-2.5 s on a
+loaded machine)."""
+COMMAND_SECONDS = 10.0
 
 
 @dataclass
@@ -56,13 +61,10 @@ async def stoppable(client: Client, task_queue: str, tmp_path: Path) -> AsyncIte
 
 
 async def timed(agent: Agent, *args: str) -> tuple[Result, float]:
-    """The command's result, and the seconds it took beyond starting the program."""
-    began = time.monotonic()
-    await agent.cli("--help")
-    startup = time.monotonic() - began
+    """The command's result, and the seconds it took."""
     began = time.monotonic()
     result = await agent.cli(*args, timeout=40)
-    return result, time.monotonic() - began - startup
+    return result, time.monotonic() - began
 
 
 async def test_a_refused_run_says_why_everywhere(stoppable: Stoppable) -> None:
@@ -101,7 +103,7 @@ async def test_reading_a_finished_run_needs_no_worker(stoppable: Stoppable) -> N
 
     history, seconds = await timed(agent, "history", workflow_id)
     assert history.code == 0, history
-    assert seconds < READ_SECONDS, seconds
+    assert seconds < COMMAND_SECONDS, seconds
     assert history.stdout.splitlines()[0] == f"run {workflow_id}: finished, round 1"
     assert "finish reason: stop" in history.stdout
     assert "remember the milk" in history.stdout
@@ -114,11 +116,18 @@ async def test_reading_a_finished_run_needs_no_worker(stoppable: Stoppable) -> N
 
     audit, seconds = await timed(agent, "audit", workflow_id, "--json")
     assert audit.code == 0, audit
-    assert seconds < READ_SECONDS, seconds
+    assert seconds < COMMAND_SECONDS, seconds
     assert json.loads(audit.stdout)["decisions"] == []
 
     watched, seconds = await timed(agent, "watch", workflow_id)
     assert watched.code == 0, watched
-    assert seconds < READ_SECONDS, seconds
+    assert seconds < COMMAND_SECONDS, seconds
     assert "[r0] tool_call call_1 read_file" in watched.stdout
     assert watched.stdout.splitlines()[-1] == "finished: stop"
+
+    began = time.monotonic()
+    record = await AgentHandle(agent.client, workflow_id).record()
+    followed = await follow(agent.client, workflow_id, Output())
+    assert time.monotonic() - began < READ_SECONDS
+    assert record is not None and record.status.finish_reason == "stop"
+    assert followed.finish_reason == "stop"
