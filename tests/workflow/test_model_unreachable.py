@@ -5,7 +5,9 @@ server, with scripted activities (the subject is the workflow's handling of the 
 
 from __future__ import annotations
 
-from temporalio.client import Client
+from typing import Any
+
+from temporalio.client import Client, WorkflowHandle
 
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, start_run, wait_for_phase, wait_until, worker_for
@@ -15,7 +17,7 @@ from workflows.model import AgentRunInput
 SAID = "model server http://127.0.0.1:9 cannot be reached (connection refused): attempt 1 failed"
 
 
-async def warnings_of(handle) -> list[str]:  # type: ignore[no-untyped-def]
+async def warnings_of(handle: WorkflowHandle[Any, Any]) -> list[str]:
     return [e.message for e in await events(handle) if e.type == "warning"]
 
 
