@@ -18,8 +18,11 @@ twice: the third attempt's is final), connection errors, a stream cut off, 429 (
 `next_retry_delay` from `Retry-After`) and 5xx; non-retryable for other 4xx, for bodies that do
 not parse and for replies that are not chat completions (`LlmBadResponse`). A 400 that says the
 request does not fit in the model's window is `LlmContextExceeded`, with the sizes in its
-details (`activities.context_window`). There is no retry loop here: Temporal's retry policy does
-that; the caller passes the attempt number.
+details (`activities.context_window`). A server that cannot be reached at all (refused, connect
+timeout, DNS, TLS) is `ServerUnreachable`: retryable, `BENIGN` (logged without a traceback), with
+the server's scheme, host and port and the cause, for `call_llm` to tell the run
+(`activities.model_retries`). There is no retry loop here: Temporal's retry policy does that; the
+caller passes the attempt number.
 
 The API key is sent only in the Authorization header. The key and any credentials in the base
 URL (user info, query) are scrubbed from every error text, the URL is only ever shown redacted,
