@@ -19,7 +19,9 @@ from starter.follow import follow
 from starter.handle import AgentHandle
 from starter.output import Output
 from tests.cli.test_starter import Agent, Result, new_id, seed
+from tests.helpers import wait_for_phase
 from worker import run_worker
+from workflows.model import ToolApprovalResponse
 
 READ_SECONDS = 2.0
 """How long reading a closed run may take with no worker: the starter's own reading (its
@@ -131,3 +133,31 @@ async def test_reading_a_finished_run_needs_no_worker(stoppable: Stoppable) -> N
     assert time.monotonic() - began < READ_SECONDS
     assert record is not None and record.status.finish_reason == "stop"
     assert followed.finish_reason == "stop"
+
+
+async def test_a_finished_run_that_waited_for_a_person_reads_without_a_worker(
+    stoppable: Stoppable,
+) -> None:
+    """Its past wait for approval asks nobody (nothing is pending any more), and its audit names
+    the person who answered."""
+    agent = stoppable.agent
+    workflow_id = new_id()
+    started = await agent.cli("run", "--no-follow", "--id", workflow_id, "delete logs")
+    assert started.code == 0, started
+    await wait_for_phase(agent.handle(workflow_id), "awaiting_approval")
+    answer = ToolApprovalResponse(call_id="call_2", approved=True, approver="ann")
+    await AgentHandle(agent.client, workflow_id).answer(answer)
+    assert (await agent.handle(workflow_id).result()).finish_reason == "stop"
+    await stoppable.stop_worker()
+
+    watched, seconds = await timed(agent, "watch", workflow_id)
+    assert watched.code == 0, watched
+    assert seconds < COMMAND_SECONDS, seconds
+    assert "[r1] approval call_2 approved by ann" in watched.stdout
+    assert watched.stdout.splitlines()[-1] == "finished: stop"
+
+    audit, seconds = await timed(agent, "audit", workflow_id, "--json")
+    assert audit.code == 0, audit
+    assert seconds < COMMAND_SECONDS, seconds
+    [decision] = json.loads(audit.stdout)["decisions"]
+    assert (decision["call_id"], decision["approver"]) == ("call_2", "ann")
