@@ -20,10 +20,11 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
+from activities import model_retries
 from activities.context_window import DEFAULT_CONTEXT_TOKENS
 from activities.enforcement import enforced_refusal, opened_check
 from activities.heartbeat import heartbeating
-from activities.llm import OpenAIChatClient
+from activities.llm import OpenAIChatClient, ServerUnreachable
 from activities.markers import IdempotencyMarkers
 from activities.notify import Notifier
 from activities.policy_file import PolicyActivities
@@ -149,8 +150,19 @@ class AgentActivities:
         model = "scripted" if scripted else request.model or self._settings.llm_model
         provider = "scripted" if scripted else "openai"
         content = self._settings.trace_content
+        info = activity.info()
+        wait = self._settings.llm_max_wait
+        if (gave_up := model_retries.given_up_before(info, wait)) is not None:
+            raise gave_up
         with model_call(model=model, provider=provider, round=request.round, content=content) as m:
-            return m.reply(await self._complete(request, m))
+            try:
+                return m.reply(await self._complete(request, m))
+            except ServerUnreachable as err:
+                raise await model_retries.unreachable(
+                    err, info, wait, self._client, request.workflow_id
+                ) from None
+            except ApplicationError as err:
+                raise model_retries.after_failure(err, info) from None
 
     async def _complete(self, request: LlmRequest, observed: ModelCall) -> LlmResponse:
         async with heartbeating(), self._live_text(request) as live:

@@ -18,8 +18,11 @@ twice: the third attempt's is final), connection errors, a stream cut off, 429 (
 `next_retry_delay` from `Retry-After`) and 5xx; non-retryable for other 4xx, for bodies that do
 not parse and for replies that are not chat completions (`LlmBadResponse`). A 400 that says the
 request does not fit in the model's window is `LlmContextExceeded`, with the sizes in its
-details (`activities.context_window`). There is no retry loop here: Temporal's retry policy does
-that; the caller passes the attempt number.
+details (`activities.context_window`). A server that cannot be reached at all (refused, connect
+timeout, DNS, TLS) is `ServerUnreachable`: retryable, `BENIGN` (logged without a traceback), with
+the server's scheme, host and port and the cause, for `call_llm` to tell the run
+(`activities.model_retries`). There is no retry loop here: Temporal's retry policy does that; the
+caller passes the attempt number.
 
 The API key is sent only in the Authorization header. The key and any credentials in the base
 URL (user info, query) are scrubbed from every error text, the URL is only ever shown redacted,
@@ -31,7 +34,10 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import errno
 import json
+import socket
+import ssl
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -39,7 +45,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from activities.context_window import (
     CONTEXT_EXCEEDED,
@@ -188,6 +194,69 @@ def provider_error_text(body: str) -> str:
         if isinstance(value.get("message"), str):
             return str(value["message"])
     return body.strip()
+
+
+class ServerUnreachable(ApplicationError):
+    """The model server could not be reached at all (no connection was made): retryable, and
+    an expected failure (`BENIGN`: the SDK logs it without a traceback). `server` is its scheme,
+    host and port; `reason` is `connection refused`, `timed out`, `DNS: …`, `TLS: …`, …"""
+
+    def __init__(self, message: str, *, server: str, reason: str, type: str) -> None:
+        super().__init__(message, type=type, category=ApplicationErrorCategory.BENIGN)
+        self.server = server
+        self.reason = reason
+
+
+def server_origin(url: str) -> str:
+    """`scheme://host:port` of a URL (the default port spelt out), without credentials, path or
+    query: what may be shown of a model server anywhere."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
+    return f"{parts.scheme}://{host}:{port}"
+
+
+def unreachable_cause(err: BaseException) -> str:
+    """Why a connection could not be made, in a few words, from the chain of errors under the
+    HTTP library's (the OS's own error is at its bottom)."""
+    seen: BaseException | None = err
+    for _ in range(10):
+        if seen is None:
+            break
+        if isinstance(seen, ssl.SSLError):
+            return f"TLS: {seen.reason or type(seen).__name__}"
+        if isinstance(seen, socket.gaierror):
+            return f"DNS: {seen.strerror or 'name not resolved'}"
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, OSError) and seen.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+            return "no route to the host"
+        seen = seen.__cause__ or seen.__context__
+    text = str(err).lower()
+    for needle, cause in _CAUSE_WORDS:
+        if needle in text:
+            return cause
+    if isinstance(err, httpx.ConnectTimeout):
+        return "timed out"
+    return f"connection failed ({type(err).__name__})"
+
+
+_CAUSE_WORDS = (
+    ("refused", "connection refused"),
+    ("name or service not known", "DNS: name not resolved"),
+    ("name resolution", "DNS: name not resolved"),
+    ("nodename nor servname", "DNS: name not resolved"),
+    ("ssl", "TLS: handshake failed"),
+    ("certificate", "TLS: certificate not accepted"),
+    ("timed out", "timed out"),
+)
 
 
 def _is_retryable_status(status: int) -> bool:
@@ -425,7 +494,9 @@ class OpenAIChatClient:
                     reply = self._parse_json_reply(raw, response.status_code, content_type)
                     if on_text is not None and reply.message.content:
                         on_text(reply.message.content)
-        except (httpx.ConnectTimeout, httpx.PoolTimeout) as err:
+        except (httpx.ConnectTimeout, httpx.ConnectError) as err:
+            raise self._unreachable(err) from None
+        except httpx.PoolTimeout as err:
             raise ApplicationError(
                 f"LLM server did not accept a connection within {self._timeout.connect or 0:g} s"
                 f" ({type(err).__name__}) at {self._shown_url}",
@@ -469,6 +540,21 @@ class OpenAIChatClient:
 
     def _scrub(self, text: str) -> str:
         return self._redactor.scrub(text)
+
+    def _unreachable(self, err: httpx.ConnectTimeout | httpx.ConnectError) -> ServerUnreachable:
+        """No connection to the server at all: its origin and why, for people and the log."""
+        cause = unreachable_cause(err)
+        server = server_origin(self._url)
+        timed_out = isinstance(err, httpx.ConnectTimeout)
+        if timed_out:
+            cause = f"{cause} after {self._timeout.connect or 0:g} s"
+        return ServerUnreachable(
+            f"LLM server {server} cannot be reached ({cause}): {type(err).__name__} at"
+            f" {self._shown_url}",
+            server=server,
+            reason=cause,
+            type="LlmTimeout" if timed_out else "LlmConnectionError",
+        )
 
     def _config_error(self, detail: str) -> ApplicationError:
         return ApplicationError(

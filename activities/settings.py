@@ -284,6 +284,9 @@ class Settings:
     the workspace; default: a `.agent-state` folder next to it."""
     llm_timeout_seconds: float = 120.0
     """`LLM_TIMEOUT_SECONDS`: the longest silence tolerated from the provider (per read)."""
+    llm_max_wait: float = 600.0
+    """`LLM_MAX_WAIT`: seconds a model call keeps trying a server that cannot be reached (every
+    attempt tells the run); then the run ends with an error. Default 10 minutes."""
     llm_max_tokens: int | None = None
     """`LLM_MAX_TOKENS`: the most tokens a reply may have (sent as `max_tokens`); a run's
     `options.max_tokens` wins. None: nothing is sent, the server's own limit applies."""
@@ -395,6 +398,7 @@ class Settings:
             state_dir=state_dir,
             llm_timeout_seconds=_float(env, "LLM_TIMEOUT_SECONDS", 120.0),
             llm_max_tokens=_positive_int(env, "LLM_MAX_TOKENS"),
+            llm_max_wait=_float(env, "LLM_MAX_WAIT", 600.0),
             stream_deltas=stream_deltas,
             stream_flush_seconds=_float(env, "AGENT_STREAM_FLUSH_SECONDS", 1.0),
             stream_flush_chars=max(1, flush_chars),

@@ -378,10 +378,17 @@ async def cmd_watch(ctx: Ctx, args: argparse.Namespace) -> int:
 
 
 async def cmd_history(ctx: Ctx, args: argparse.Namespace) -> int:
+    """The run's messages and events: a closed run's from its history (no worker needed), an
+    open run's from its queries."""
     handle = await known_handle(ctx, args.workflow_id)
-    messages = await handle.messages()
-    events = await handle.events(-1)
-    status = await handle.status()
+    record = await handle.record()
+    if record is not None:
+        status, messages, events = record.status, record.messages, record.events
+    else:
+        messages = await handle.messages()
+        events = await handle.events(-1)
+        status = await handle.status()
+    closed = None if record is None else {"status": record.closed, "reason": record.failure}
     if ctx.out.json_mode:
         ctx.out.data(
             {
@@ -389,12 +396,16 @@ async def cmd_history(ctx: Ctx, args: argparse.Namespace) -> int:
                 "status": status.model_dump(mode="json"),
                 "messages": [m.model_dump(mode="json") for m in messages],
                 "events": [e.model_dump(mode="json") for e in events],
+                "closed": closed,
             }
         )
         return EXIT_OK
     ctx.out.line(f"run {args.workflow_id}: {status.phase}, round {status.round}")
     if status.finish_reason:
         ctx.out.line(f"finish reason: {status.finish_reason}")
+    elif record is not None:
+        why = f": {visible(record.failure)}" if record.failure else ""
+        ctx.out.line(f"ended without finishing: {record.closed}{why}")
     ctx.out.line("")
     ctx.out.line(f"messages ({len(messages)}):")
     for message in messages:
@@ -410,8 +421,9 @@ async def cmd_history(ctx: Ctx, args: argparse.Namespace) -> int:
 async def cmd_audit(ctx: Ctx, args: argparse.Namespace) -> int:
     """Every decision of the run, in order; `--json`: the `audit` query's answer as it is."""
     handle = await known_handle(ctx, args.workflow_id)
+    record = await handle.record()  # a closed run: from its history, no worker needed
     try:
-        view = await handle.audit()
+        view = record.audit if record is not None else await handle.audit()
     except WorkflowQueryFailedError as err:  # e.g. a worker of a release without the audit
         raise CliError(f"run '{args.workflow_id}' cannot answer the audit query: {err}") from None
     ctx.out.data(view.model_dump(mode="json"))

@@ -16,10 +16,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.service import RPCError
 
 from starter.errors import refusal
-from starter.handle import AgentHandle, AnswerNotDelivered
+from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
 from starter.output import Output
 from starter.render import call_text, pin_hint, visible
 from starter.watch import Ended, Quiet, Restart, Text, watch
@@ -81,11 +88,21 @@ class _Prompts:
         self._on_waiting_for_message = on_waiting_for_message
         self._asked: set[str] = set()
         self._session_hinted_at: int | None = None
+        self.closed = False
+        """The run had closed when following began: its past asks nobody."""
 
     async def pending_calls(self) -> None:
         """After an `awaiting_approval` event: the calls still unanswered now (not those of an old
-        event replayed from the log) and not asked about before."""
-        status = await self._handle.status()
+        event replayed from the log) and not asked about before. A closed run has none (and no
+        worker may be there to say so)."""
+        if self.closed:
+            return
+        try:
+            status = await self._handle.status()
+        except (NoWorker, RPCError, WorkflowQueryFailedError):
+            if (await self._handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+                raise
+            return
         if status.phase != "awaiting_approval":
             return
         calls = [c for c in status.pending_approvals if c.id not in self._asked]
@@ -134,6 +151,7 @@ async def follow(
     model's text as it is generated, before the round's tool calls."""
     handle = AgentHandle(client, workflow_id)
     prompts = _Prompts(handle, out, on_awaiting, on_waiting_for_message)
+    prompts.closed = (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
     last = after
     items = watch(
         client, workflow_id, after=after, stream=stream, skip_streamed_text=not out.json_mode
@@ -149,7 +167,8 @@ async def follow(
                     return Followed(None, item.last_seq)
             elif isinstance(item, Ended):
                 if item.closed_status is not None:
-                    out.info(f"run ended without a finished event: {item.closed_status}")
+                    why = f" ({visible(item.reason)})" if item.reason else ""
+                    out.info(f"run ended without a finished event: {item.closed_status}{why}")
                 return Followed(item.finish_reason, item.last_seq, item.closed_status)
             else:
                 out.event(item)

@@ -12,10 +12,11 @@ so Temporal applies it at most once (`answer`, `AnswerNotDelivered`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from temporalio.client import (
     Client,
@@ -40,6 +41,11 @@ from workflows.model import (
     ToolCall,
 )
 from workflows.rules import ApprovalPolicy, PolicyView
+
+if TYPE_CHECKING:
+    from starter.record import RunRecord
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -141,6 +147,17 @@ class AgentHandle:
             self.raw.query(names.QUERY_POLICY, result_type=PolicyView), None
         )
         return view
+
+    async def record(self) -> RunRecord | None:
+        """What the queries of a closed run answer, read from its history with no worker
+        (`starter.record`); None while the run is open."""
+        from starter.record import NotReplayable, read_record  # the replayer: closed runs only
+
+        try:
+            return await read_record(self.client, self.id, self.run_id)
+        except NotReplayable as err:  # e.g. a run of other code: a worker's queries may answer
+            log.info("cannot read %s from its history (%s): asking a worker", self.id, err)
+            return None
 
     # ------------------------------------------------------------ updates and signals
 

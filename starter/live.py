@@ -191,8 +191,9 @@ async def follow(
         elif decoded is not None:
             event = decoded
             if isinstance(event, TextDeltaEvent):
+                streamed = _is_streamed_text(event, text)
                 handled = skip_streamed_text and _complete_streamed_text(event, text, on_delta)
-                if not handled and text.parts and text.next_index >= 0 and on_restart:
+                if not streamed and text.parts and text.next_index >= 0 and on_restart:
                     # What was streamed is not this round's text (a failed attempt whose retry
                     # answered too fast to stream): void it before the real text.
                     on_restart(event.round)
@@ -212,17 +213,25 @@ async def follow(
     raise StreamEndedError(f"the stream of {workflow_id} ended without a 'finished' event")
 
 
-def _complete_streamed_text(
-    event: TextDeltaEvent, text: _Text, on_delta: Callable[[int, str], None]
-) -> bool:
-    """True when the deltas delivered this event's text (the missing tail is sent now)."""
+def _is_streamed_text(event: TextDeltaEvent, text: _Text) -> bool:
+    """Whether the deltas streamed so far are this event's text (or its start, when the last
+    batches were lost): then nothing was retried, whether or not the event is passed on."""
     streamed = "".join(text.parts)
     if not streamed or text.next_index < 0:
         return False  # nothing streamed, or joined mid-text (resumed, or a batch was lost)
     if preview(streamed) == event.delta:
         return True
-    if len(event.delta) <= EVENT_TEXT_LIMIT and event.delta.startswith(streamed):
+    return len(event.delta) <= EVENT_TEXT_LIMIT and event.delta.startswith(streamed)
+
+
+def _complete_streamed_text(
+    event: TextDeltaEvent, text: _Text, on_delta: Callable[[int, str], None]
+) -> bool:
+    """True when the deltas delivered this event's text (the missing tail is sent now)."""
+    if not _is_streamed_text(event, text):
+        return False
+    streamed = "".join(text.parts)
+    if preview(streamed) != event.delta:
         # The last batches were lost (a failed publish): deliver the rest of the text.
         on_delta(event.round, event.delta[len(streamed) :])
-        return True
-    return False
+    return True

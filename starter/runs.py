@@ -98,6 +98,8 @@ class RunRow:
     tokens: Usage | None = None
     counts_from: str | None = None
     """Where the counts come from: `memo` (a finished run), `audit` (asked of an open run)."""
+    error: str | None = None
+    """Why the run ended, when it ended with an error (its memo says, from this release on)."""
 
     @property
     def is_open(self) -> bool:
@@ -114,6 +116,7 @@ class RunRow:
             "decisions": self.decisions.model_dump() if self.decisions else None,
             "tokens": self.tokens.model_dump() if self.tokens else None,
             "counts_from": self.counts_from,
+            "error": self.error,
         }
 
 
@@ -193,6 +196,12 @@ def parse_filter(status: str | None, text: str | None) -> RunFilter:
     return RunFilter(status, text)
 
 
+def _memo_error(memo: Any) -> str | None:
+    """Why a finished run ended with an error, as its memo says."""
+    error = memo.get("error") if isinstance(memo, dict) else None
+    return error if isinstance(error, str) else None
+
+
 def _memo_counts(memo: Any) -> tuple[str | None, AuditCounts | None, Usage | None]:
     """What a finished run's memo says: how it ended, its decision counts, its tokens."""
     if not isinstance(memo, dict):
@@ -209,7 +218,7 @@ def _memo_counts(memo: Any) -> tuple[str | None, AuditCounts | None, Usage | Non
 async def row_of(execution: WorkflowExecution) -> RunRow:
     """One listed run as a row: its status from Temporal's and the search attributes, its
     counts from its memo when it has one (a memo this program cannot read counts as none)."""
-    reason, counts, tokens = None, None, None
+    reason, counts, tokens, error = None, None, None, None
     if execution.status not in (None, WorkflowExecutionStatus.RUNNING):
         try:
             memo = await execution.memo_value("agent", None)
@@ -217,6 +226,7 @@ async def row_of(execution: WorkflowExecution) -> RunRow:
             log.debug("memo of %s unreadable: %s", execution.id, err)
             memo = None
         reason, counts, tokens = _memo_counts(memo)
+        error = _memo_error(memo)
     if execution.status == WorkflowExecutionStatus.RUNNING or execution.status is None:
         phase = execution.typed_search_attributes.get(names.AGENT_STATUS)
         status = phase if phase in OPEN_STATUSES else "running"
@@ -233,6 +243,7 @@ async def row_of(execution: WorkflowExecution) -> RunRow:
         decisions=counts,
         tokens=tokens,
         counts_from="memo" if counts is not None else None,
+        error=error,
     )
 
 

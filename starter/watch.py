@@ -72,6 +72,9 @@ class Ended:
     finish_reason: FinishReason | None
     last_seq: int
     closed_status: str | None = None
+    reason: str | None = None
+    """With `closed_status`: why Temporal closed the run, when its history says (a failure's
+    message, a termination's reason)."""
 
 
 Item = Text | Restart | AgentEvent | Quiet | Ended
@@ -103,6 +106,11 @@ async def watch(
     """
     handle = AgentHandle(client, workflow_id)
     last = after
+    if await _closed(handle) is not None:  # a closed run: its history says it all, no worker
+        async with contextlib.aclosing(_from_history(handle, after)) as items:
+            async for item in items:
+                yield item
+        return
     if stream:
         async with contextlib.aclosing(
             _from_stream(client, handle, after, skip_streamed_text, long_poll, quiet_seconds)
@@ -192,10 +200,33 @@ def _log_end(workflow_id: str, subscription: asyncio.Task[FinishReason]) -> None
         log.info("stream of %s unavailable (%s): reading its event log", workflow_id, error)
 
 
+async def _from_history(
+    handle: AgentHandle, after: int, closed: WorkflowExecutionStatus | None = None
+) -> AsyncGenerator[Item, None]:
+    """A closed run's events from `after` on, read from its history (`AgentHandle.record`),
+    then `Ended`: its finish reason, or how and why Temporal closed it."""
+    record = await handle.record()
+    last = after
+    if record is None:  # its history cannot be read here: say how it closed
+        yield _closed_without_finish(handle.id, closed or WorkflowExecutionStatus.TERMINATED, last)
+        return
+    for event in record.events:
+        if event.seq <= last:
+            continue
+        yield event
+        last = event.seq
+        if isinstance(event, FinishedEvent):
+            yield Ended(event.finish_reason, last)
+            return
+    log.debug("run %s closed without a finished event: %s", handle.id, record.closed)
+    yield Ended(None, last, record.closed.upper(), record.failure)
+
+
 async def _from_log(
     handle: AgentHandle, after: int, quiet_seconds: float
 ) -> AsyncGenerator[Item, None]:
-    """The event log from `after` until `finished`, or until the run closed without it."""
+    """The event log from `after` until `finished`, or until the run closed without it (then
+    the rest from its history)."""
     last = after
     quiet_since = asyncio.get_running_loop().time()
     while True:
@@ -205,7 +236,9 @@ async def _from_log(
             closed = await _closed(handle)
             if closed is None:
                 raise
-            yield _closed_without_finish(handle.id, closed, last)
+            async with contextlib.aclosing(_from_history(handle, last, closed)) as rest:
+                async for item in rest:
+                    yield item
             return
         for event in batch:
             yield event
@@ -220,15 +253,11 @@ async def _from_log(
             quiet_since = loop.time()
             closed = await _closed(handle)
             if closed is not None:
-                # One last look: the finished event may have landed just before the close.
-                with contextlib.suppress(WorkflowQueryFailedError, RPCError, NoWorker):
-                    for event in await handle.events(last):
-                        yield event
-                        last = event.seq
-                        if isinstance(event, FinishedEvent):
-                            yield Ended(event.finish_reason, last)
-                            return
-                yield _closed_without_finish(handle.id, closed, last)
+                # The finished event may have landed just before the close: the rest from its
+                # history.
+                async with contextlib.aclosing(_from_history(handle, last, closed)) as rest:
+                    async for item in rest:
+                        yield item
                 return
             yield Quiet(last)
         await asyncio.sleep(POLL_SECONDS)

@@ -44,6 +44,14 @@ LLM_RETRY = RetryPolicy(
     maximum_attempts=8,
 )
 
+LLM_RETRY_UNTIL_GIVEN_UP = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+)
+"""This release's runs: `call_llm` itself says when to stop (a server that cannot be reached
+after the worker's LLM_MAX_WAIT, any other failure after LLM_ATTEMPTS attempts)."""
+
 
 def tool_retry(spec: ToolSpec | None) -> RetryPolicy:
     """A tool that is not safe to retry gets exactly one attempt: an interrupted attempt becomes
@@ -140,14 +148,17 @@ def context_exceeded(err: ActivityError) -> tuple[int | None, int | None] | None
     )
 
 
-def start_llm(request: LlmRequest) -> workflow.ActivityHandle[LlmResponse]:
+def start_llm(
+    request: LlmRequest, *, until_given_up: bool = False
+) -> workflow.ActivityHandle[LlmResponse]:
+    """`until_given_up` (this release's runs): retried until the activity gives up."""
     return workflow.start_activity(
         names.ACTIVITY_CALL_LLM,
         request,
         result_type=LlmResponse,
         start_to_close_timeout=LLM_TIMEOUT,
         heartbeat_timeout=HEARTBEAT_TIMEOUT,
-        retry_policy=LLM_RETRY,
+        retry_policy=LLM_RETRY_UNTIL_GIVEN_UP if until_given_up else LLM_RETRY,
         summary=f"llm round {request.round}",
     )
 

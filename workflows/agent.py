@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -152,9 +152,7 @@ class AgentWorkflow:
     async def run(self, input: AgentRunInput) -> AgentRunResult:
         try:
             if self._refused is not None:
-                raise ApplicationError(
-                    self._refused, type="InvalidAgentRunInput", non_retryable=True
-                )
+                await self._refuse(self._refused)
             result = await self._prepare() or await self._loop()
             await self._notifier.finished(result.finish_reason, result.error)
             await self._live.close()
@@ -193,11 +191,7 @@ class AgentWorkflow:
         if state.generation > 0:
             return None
         if problem := self._approvals.unmatchable(state.run_rules):
-            raise ApplicationError(
-                f"Invalid AgentRunInput: options.approval_policy: {problem}",
-                type="InvalidAgentRunInput",
-                non_retryable=True,
-            )
+            await self._refuse(f"Invalid AgentRunInput: options.approval_policy: {problem}")
         self._warn_unknown_options()
         if self._limits.strict_sizes and (problem := self._conversation.too_large()):
             return self._finish("error", problem)
@@ -206,6 +200,15 @@ class AgentWorkflow:
             self._approvals.admit(self._conversation.pending())
         self._approvals.apply_seed(state.options.tool_approval_responses, finished=False)
         return None
+
+    async def _refuse(self, problem: str) -> NoReturn:
+        """A run refused at start fails with `InvalidAgentRunInput`. This release's runs first
+        end as every run does, so followers, the inbox and the runs page say why: an `error`
+        and a `finished` event, the phase `finished`, the reason in the memo."""
+        if self._behaviour.sound_seams:
+            self._finish("error", problem)
+            await self._live.close()
+        raise ApplicationError(problem, type="InvalidAgentRunInput", non_retryable=True)
 
     async def _loop(self) -> AgentRunResult:
         state = self._state
@@ -332,7 +335,8 @@ class AgentWorkflow:
                 temperature=state.options.temperature,
                 max_tokens=state.options.max_tokens,
                 view=self._compactor.active,
-            )
+            ),
+            until_given_up=self._behaviour.sound_seams,
         )
         self._inflight.add("llm", handle)
         try:
@@ -493,6 +497,7 @@ class AgentWorkflow:
             names.SIGNAL_TOOL_APPROVAL: self._on_tool_approval,
             names.SIGNAL_CANCEL: self._on_cancel,
             names.SIGNAL_SEND_MESSAGE: self._on_send_message,
+            names.SIGNAL_MODEL_UNREACHABLE: self._on_model_unreachable,
         }
         handler = handlers.get(name)
         if handler is None:
@@ -536,6 +541,16 @@ class AgentWorkflow:
         problem = self._conversation.hold(message)
         if problem is not None:
             self._warn(f"send_message: {problem}; message ignored")
+
+    def _on_model_unreachable(self, payload: object) -> None:
+        """`call_llm` could not reach the model server and will try again: people are told at
+        once, every attempt (`{"message": …}`; only while a model call is in flight)."""
+        message = payload.get("message") if isinstance(payload, dict) else None
+        if not isinstance(message, str) or not message.strip():
+            self._warn(f"{names.SIGNAL_MODEL_UNREACHABLE}: no message; ignored")
+            return
+        if "llm" in self._inflight and not self._finished:
+            self._emit(WarningEvent(message=preview(message)))  # the worker logged it already
 
     @workflow.signal(name=STREAM_PUBLISH_SIGNAL)
     def _stream_publish(self, payload: RawValue) -> None:
@@ -710,7 +725,8 @@ class AgentWorkflow:
         self._error = error
         self._set_phase("finished", f"finished: {reason}" + (f" ({error})" if error else ""))
         if self._behaviour.trust_and_time:
-            workflow.upsert_memo(audit_memo(self._state, reason))
+            said = error if self._behaviour.sound_seams else None
+            workflow.upsert_memo(audit_memo(self._state, reason, said))
         return self._result()
 
     def _result(self) -> AgentRunResult:

@@ -67,13 +67,14 @@ def audit_view(state: AgentState) -> AuditView:
     )
 
 
-def audit_memo(state: AgentState, finish_reason: str) -> dict[str, Any]:
+def audit_memo(state: AgentState, finish_reason: str, error: str | None = None) -> dict[str, Any]:
     """What a finished run leaves in its memo for the runs page (one visibility listing shows
-    every row without asking each run)."""
-    return {
-        "agent": {
-            "finish_reason": finish_reason,
-            "decisions": state.audit_counts.model_dump(),
-            "tokens": state.usage.model_dump(),
-        }
+    every row without asking each run): how it ended, and why when it ended with an error."""
+    memo: dict[str, Any] = {
+        "finish_reason": finish_reason,
+        "decisions": state.audit_counts.model_dump(),
+        "tokens": state.usage.model_dump(),
     }
+    if error is not None:
+        memo["error"] = error
+    return {"agent": memo}

@@ -38,6 +38,9 @@ class InFlight:
     def remove(self, key: str) -> None:
         self._handles.pop(key, None)
 
+    def __contains__(self, key: str) -> bool:
+        return key in self._handles
+
     def cancel_all(self) -> None:
         for handle in list(self._handles.values()):
             handle.cancel()

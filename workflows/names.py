@@ -11,6 +11,8 @@ DEFAULT_TASK_QUEUE = "agent"
 SIGNAL_TOOL_APPROVAL = "tool_approval"
 SIGNAL_CANCEL = "cancel"
 SIGNAL_SEND_MESSAGE = "send_message"
+SIGNAL_MODEL_UNREACHABLE = "model_unreachable"
+"""Sent by `call_llm` when the model server cannot be reached: the run warns at once."""
 
 # Updates
 UPDATE_SUBMIT_APPROVAL = "submit_approval"

@@ -13,6 +13,7 @@ servers' included); a run's rules are checked when the run starts and when
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 from collections.abc import Iterable, Sequence
 
@@ -38,6 +39,12 @@ def _listed(names: Iterable[str]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
+def _did_you_mean(pattern: str, names: list[str]) -> str:
+    """`; did you mean 'NAME'?` for the tool name closest to a mistyped one, else nothing."""
+    close = difflib.get_close_matches(pattern, names, n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def rule_problem(rule: PolicyRule, specs: Sequence[ToolSpec]) -> str | None:
     """Why `rule` can never match a call of these tools, or None when it can."""
     for key in rule.when or {}:
@@ -46,6 +53,7 @@ def rule_problem(rule: PolicyRule, specs: Sequence[ToolSpec]) -> str | None:
     matched = [s for s in specs if fnmatch.fnmatchcase(s.name, rule.tool)]
     if not matched:
         hint = " (an MCP server's tools are named SERVER__TOOL)" if "." in rule.tool else ""
+        hint = hint or _did_you_mean(rule.tool, [s.name for s in specs])
         return (
             f"tool pattern {rule.tool!r} matches none of the worker's tools"
             f" ({_listed(s.name for s in specs)}){hint}"

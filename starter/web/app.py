@@ -375,7 +375,8 @@ class WebApp:
         workflow_id = workflow_id_of(request)
         handle = AgentHandle(self.client, workflow_id, worker_wait=actions.WORKER_WAIT_SECONDS)
         try:
-            view = await handle.audit()
+            record = await handle.record()  # a closed run: from its history, no worker needed
+            view = record.audit if record is not None else await handle.audit()
         except Exception as err:
             code, failure = actions.query_failure(err, workflow_id)
             return JSONResponse(failure, status_code=code)
@@ -389,18 +390,24 @@ class WebApp:
         workflow_id = workflow_id_of(request)
         handle = AgentHandle(self.client, workflow_id, worker_wait=actions.WORKER_WAIT_SECONDS)
         try:
-            status = await handle.status()
-            messages = await handle.messages()
-            events = await handle.events(-1)
+            record = await handle.record()  # a closed run: from its history, no worker needed
+            if record is not None:
+                status, messages, events = record.status, record.messages, record.events
+            else:
+                status = await handle.status()
+                messages = await handle.messages()
+                events = await handle.events(-1)
         except Exception as err:
             code, failure = actions._failure(err, workflow_id)
             return JSONResponse(failure, status_code=code)
+        closed = None if record is None else {"status": record.closed, "reason": record.failure}
         return JSONResponse(
             {
                 "workflow_id": workflow_id,
                 "status": status.model_dump(mode="json"),
                 "messages": [m.model_dump(mode="json") for m in messages],
                 "events": [e.model_dump(mode="json") for e in events],
+                "closed": closed,
             }
         )
 

@@ -40,6 +40,7 @@ from starter.inbox import (
     newest_wait_first,
     unavailable,
 )
+from starter.record import RunRecord
 from starter.watch import Ended, Quiet, Restart, Text, watch
 from workflows.model import AgentEvent, AgentStatus, AuditView, ChatMessage, FinishedEvent
 
@@ -317,6 +318,8 @@ class RunWatch:
 
     async def _run(self) -> None:
         try:
+            if self._take(await self._handle.record()):
+                return  # a closed run: all of it from its history at once, no worker needed
             await self._refresh()  # the first look, for the first page
             self._refresher = asyncio.create_task(self._refresh_when_wanted())
             items = watch(self._client, self.workflow_id, skip_streamed_text=False)
@@ -377,6 +380,8 @@ class RunWatch:
             description = await self._handle.describe()
             if description.status == WorkflowExecutionStatus.RUNNING:
                 raise
+            if self._take(await self._handle.record(), events=False):
+                return  # the events come from the follower
             if not any(isinstance(e, FinishedEvent) for e in self.state.events[-1:]):
                 name = description.status.name if description.status else "CLOSED"
                 self.state.closed = name.lower()
@@ -385,6 +390,21 @@ class RunWatch:
         self.state.status, self.state.messages = status, messages
         self.state.audit = audit or self.state.audit
         self.state.audit_error = audit_error
+
+    def _take(self, record: RunRecord | None, *, events: bool = True) -> bool:
+        """A closed run's record (`AgentHandle.record`) as the page's state (its events too,
+        unless the follower brings them); False without one."""
+        if record is None:
+            return False
+        state = self.state
+        state.status, state.messages = record.status, record.messages
+        if events:
+            state.events = list(record.events)
+        state.audit, state.audit_error = record.audit, None
+        if not any(isinstance(e, FinishedEvent) for e in record.events[-1:]):
+            state.closed = record.closed
+        self.first_run_id = self.first_run_id or record.status.run_id
+        return True
 
     async def _read_audit(self) -> tuple[AuditView | None, str | None]:
         """The run's decisions, or why there are none: asked apart, so a run whose worker cannot
