@@ -66,7 +66,7 @@ def test_rules_that_can_match_are_taken(specs, fields):
         (
             {"tool": "Read_file"},
             "tool pattern 'Read_file' matches none of the worker's tools (list_dir, read_file,"
-            " run_command, delete_path, git__git_status, ping)",
+            " run_command, delete_path, git__git_status, ping); did you mean 'read_file'?",
         ),
         (
             {"tool": "read_file", "when": {" path": "*.env"}},
