@@ -47,6 +47,7 @@ from typing import Any
 import httpx
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from activities.bounded_body import read_bounded
 from activities.context_window import (
     CONTEXT_EXCEEDED,
     DEFAULT_CONTEXT_TOKENS,
@@ -484,7 +485,7 @@ class OpenAIChatClient:
             ) as response:
                 self._heartbeat()
                 if response.status_code >= 400:
-                    raw = await self._read_bounded(response)
+                    raw = await read_bounded(response)  # at most 64 KiB, cut before anything
                     raise self._http_error(response, raw)
                 content_type = response.headers.get("content-type", "").lower()
                 if "text/event-stream" in content_type:

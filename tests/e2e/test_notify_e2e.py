@@ -10,6 +10,7 @@ time from a call starting to wait to the receiver getting it (median of 20, prin
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import itertools
 import os
@@ -195,6 +196,49 @@ async def test_a_receiver_that_never_answers_holds_nothing_up(client, tmp_path):
             took = time.monotonic() - approved
             assert result.finish_reason == "stop"
             assert took < 10, took  # an attempt alone lasts 10 s: the run did not wait for it
+        finally:
+            await finish(handle)
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The highest resident memory the process has had so far (`VmHWM`), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM for pid {pid}")
+
+
+async def slowest_query(handle: WorkflowHandle[Any, Any], seconds: float) -> float:
+    """The longest a `status` query took, asked again and again for `seconds`."""
+    slowest = 0.0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        asked = time.monotonic()
+        await status(handle)
+        slowest = max(slowest, time.monotonic() - asked)
+        await asyncio.sleep(0.05)
+    return slowest
+
+
+async def test_a_receiver_answering_a_huge_body_stalls_nothing(client, tmp_path):
+    """A receiver that answers HTTP 500 with 200 MiB: the worker reads at most 64 KiB of it,
+    its memory hardly grows, and it answers every query within 1 s meanwhile (attempts are
+    made at 0, 1, 3 and 7 s of the watch)."""
+    async with notifying(client, tmp_path, "--huge-body", "200") as n:
+        before = peak_rss_mib(n.worker.pid)
+        handle = await n.start()
+        try:
+            await waiting_call(handle)
+            slowest = await slowest_query(handle, 10.0)
+            posts = await n.receiver.wait_for(3, timeout=30)
+            grew = peak_rss_mib(n.worker.pid) - before
+            sent = [p["sent_bytes"] for p in posts]
+            print(f"\nhuge body: slowest query {slowest:.3f} s, RSS +{grew:.0f} MiB, sent {sent}")
+            assert slowest < 1.0, slowest
+            assert grew < 64, grew
+            # the socket buffers take a few MiB before the receiver notices the hang-up
+            assert all(s < 16 * 1024 * 1024 for s in sent), sent
+            assert (await status(handle)).phase == "awaiting_approval"
         finally:
             await finish(handle)
 
