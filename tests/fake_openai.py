@@ -246,7 +246,18 @@ class Stall:
     progress_every: float = 0.2
 
 
-Behaviour = Reply | HttpError | HugeError | Malformed | CutOff | Slow | Scripted | RawStream | RawJson | Stall
+Behaviour = (
+    Reply
+    | HttpError
+    | HugeError
+    | Malformed
+    | CutOff
+    | Slow
+    | Scripted
+    | RawStream
+    | RawJson
+    | Stall
+)
 
 
 def behaviour_from_json(spec: dict[str, Any]) -> Behaviour:

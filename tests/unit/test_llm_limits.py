@@ -6,6 +6,7 @@ fit; `max_tokens` and the tokens generated, for the `length` warning."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import tracemalloc
@@ -449,9 +450,9 @@ async def test_a_huge_error_body_is_read_only_to_64_kib(fake, http, gzip):
     finally:
         tracemalloc.stop()
     assert error.type == "LlmHttp500" and not error.non_retryable
-    assert error.message.startswith("LLM provider answered HTTP 500: {\"error\"")
+    assert error.message.startswith('LLM provider answered HTTP 500: {"error"')
     assert "boom \x1b[31mxxx" in error.message and len(error.message) < 1_100
     assert peak < 4 * 1024 * 1024, f"{peak / 1024 / 1024:.1f} MiB"
     assert took < 3, took
-    time.sleep(0.5)  # the server notices the hang-up
+    await asyncio.sleep(0.5)  # the server notices the hang-up
     assert fake.count("huge_bytes_sent") < 16 * 1024 * 1024
