@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.exceptions import ApplicationError
 
 from runtime.codec import ENV_KEY
 from runtime.connect import data_converter
@@ -43,6 +44,7 @@ from workflows.model import (
     AgentRunOptions,
     AgentRunResult,
     AgentStatus,
+    NotifyRequest,
     ToolApprovalResponse,
 )
 
@@ -345,3 +347,31 @@ def test_a_notify_setting_the_worker_cannot_use_stops_it(tmp_path, variable, val
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(f"worker: {says}"), line
     assert TOKEN not in line
+
+
+async def test_a_notification_started_directly_sends_nothing(client, tmp_path):
+    """A namespace client starts `AgentNotification` itself, with text of its own: the worker
+    fails that run before any activity, and the receiver gets nothing."""
+    forged = NotifyRequest(
+        event="run_finished",
+        workflow_id="payroll-run",
+        run_id="r1",
+        finish_reason="error",
+        error="Payroll failed: sign in again at http://evil.example/login",
+    )
+    async with notifying(client, tmp_path) as n:
+        for workflow_id in (f"forged-{uuid.uuid4().hex[:8]}", "payroll-run/notify/r1"):
+            handle = await n.client.start_workflow(
+                "AgentNotification", forged, id=workflow_id, task_queue=n.queue
+            )
+            with pytest.raises(WorkflowFailureError) as failed:
+                await asyncio.wait_for(handle.result(), 30)
+            cause = failed.value.cause
+            assert isinstance(cause, ApplicationError), cause
+            assert cause.type == "NotificationRefused" and "sent nothing" in cause.message
+            history = await handle.fetch_history()
+            assert not [
+                e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+            ]
+        await asyncio.sleep(1.0)
+        assert await n.receiver.received() == []
