@@ -3,19 +3,20 @@
 Small local models, and servers whose chat template does not match the model, often put a call
 in the reply's text instead of `tool_calls`. With `LLM_TEXT_TOOL_CALLS=parse` (the default) such
 a reply is taken as its calls only when it is written in a call's own syntax: Hermes/Qwen
-`<tool_call>{…}</tool_call>` (one or several, after an optional sentence), or one fenced
-```` ```json ```` block that is the whole reply. A reply that is only a bare JSON object (or an
-unlabelled or second code block) is what a model answers when asked to *show* some JSON, so it is
-taken as a call only with `LLM_TEXT_TOOL_CALLS=bare`; in `parse` mode it stays text, with a
-warning when it names an offered tool. Taken or not, the calls must name tools the run offers,
-with object arguments; they then pass the same gate as any other, marked `from_text`. Text that
-looks like a call but is not one that can run (an unknown tool, arguments that are not an
-object, broken JSON inside the markers) is left as text, with a warning naming the likely cause.
-A final answer that merely shows a JSON example among other text is not a call.
+`<tool_call>{…}</tool_call>` (one or several, after an optional sentence), another template's
+call marker followed by the call (Mistral's `[TOOL_CALLS]`, Llama 3.1's `<|python_tag|>`), or
+one fenced ```` ```json ```` block that is the whole reply. A reply that is only a bare JSON
+object (or an unlabelled or second code block) is what a model answers when asked to *show* some
+JSON, so it is taken as a call only with `LLM_TEXT_TOOL_CALLS=bare`; in `parse` mode it stays
+text, with a warning when it names an offered tool. Taken or not, the calls must name tools the
+run offers, with object arguments; they then pass the same gate as any other, marked
+`from_text`. Text that looks like a call but is not one that can run (an unknown tool, arguments
+that are not an object, broken JSON inside the markers) is left as text, with a warning naming
+the likely cause. A final answer that merely shows a JSON example among other text is not a call.
 
 Shapes read: `{"name", "arguments"}` (or `"parameters"`, as Llama models write it) and
 `{"function": {"name", "arguments"}}`, alone or in a list; arguments an object or the JSON text
-of one. Inside `<tool_call>` markers, the doubled braces of a chat template's own example
+of one. Inside call markers, the doubled braces of a chat template's own example
 (`{{"name": …}}`, copied by the model) are read as the single braces they stand for.
 """
 
@@ -44,6 +45,10 @@ LIKELY_CAUSE = (
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
+PREFIX_MARKERS = ("[TOOL_CALLS]", "<|python_tag|>")
+"""Call markers of other chat templates, each followed by the call's JSON: Mistral's, and Llama
+3.1's (whose call ends at `<|eom_id|>` or `<|eot_id|>` when the server leaves that in)."""
+_END_TOKENS = ("<|eom_id|>", "<|eot_id|>")
 _FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z_-]*)[ \t]*\r?\n?(?P<body>.*?)```", re.DOTALL)
 _UNCLOSED_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z_-]*)[ \t]*\r?\n?(?P<body>.*)", re.DOTALL)
 _JSON_FENCES = {"json", "", "tool_call", "tool_calls"}
@@ -115,6 +120,9 @@ def _whole_text_calls(text: str, offered: Collection[str], *, bare: bool) -> _Fo
     `bare`: a bare JSON object, an unlabelled block and several blocks are forms too."""
     if OPEN_TAG in text:
         return _tagged(text, offered)
+    for marker in PREFIX_MARKERS:
+        if marker in text:
+            return _prefixed(text, marker, offered)
     blocks = _fenced_blocks(text)
     if blocks is not None and not bare and not _one_call_block(text):
         return None
@@ -147,6 +155,18 @@ def _tagged(text: str, offered: Collection[str]) -> _Found:
         _read_payload(inner[0] if inner and len(inner) == 1 else body, offered, found, marked=True)
     if not found.calls and not found.problems:
         found.problems.append("the reply's <tool_call> markers hold no call")
+    return found
+
+
+def _prefixed(text: str, marker: str, offered: Collection[str]) -> _Found:
+    """A call marker of another template (`[TOOL_CALLS]`, `<|python_tag|>`) followed by the
+    call's JSON (an object or a list), after an optional sentence."""
+    start = text.find(marker)
+    found = _Found(form=f"{marker} markers", prose=text[:start].strip())
+    body = text[start + len(marker) :].strip()
+    for token in _END_TOKENS:
+        body = body.removesuffix(token).rstrip()
+    _read_payload(body, offered, found, marked=True)
     return found
 
 

@@ -53,6 +53,9 @@ CALL_FORMS = {
     ' "notes.txt"}}\n```\n</tool_call>',
     "template-braces-outer": '<tool_call>\n{{"name": "delete_path", "arguments": {"path":'
     ' "notes.txt"}}}\n</tool_call>',
+    "mistral-marker": '[TOOL_CALLS][{"name": "delete_path", "arguments": {"path": "notes.txt"}}]',
+    "llama-python-tag": '<|python_tag|>{"name": "delete_path", "parameters": {"path":'
+    ' "notes.txt"}}<|eom_id|>',
     "template-braces-all": '<tool_call>\n{{"name": "delete_path", "arguments": {{"path":'
     ' "notes.txt"}}}}\n</tool_call>',
 }
