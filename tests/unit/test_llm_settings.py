@@ -75,7 +75,9 @@ def test_text_tool_calls(tmp_path):
         assert settings(tmp_path, LLM_TEXT_TOOL_CALLS=mode).llm_text_tool_calls == (
             mode.strip().lower()
         )
-    with pytest.raises(ValueError, match="LLM_TEXT_TOOL_CALLS must be one of parse, warn, off, bare"):
+    with pytest.raises(
+        ValueError, match="LLM_TEXT_TOOL_CALLS must be one of parse, warn, off, bare"
+    ):
         settings(tmp_path, LLM_TEXT_TOOL_CALLS="maybe")
 
 
