@@ -221,8 +221,8 @@ class Notifier:
 
 def backoff_seconds() -> float:
     """The wait the activity's retry policy gives after this attempt. A receiver's `Retry-After`
-    may lengthen it, never shorten it: `Retry-After: 0` would otherwise make every attempt of the
-    hour follow the last at once."""
+    may lengthen it, never shorten it: `Retry-After: 1` would otherwise make the attempts of the
+    whole hour one a second."""
     info = activity.info()
     policy = info.retry_policy or NOTIFY_RETRY
     seconds = policy.initial_interval.total_seconds() * policy.backoff_coefficient ** (

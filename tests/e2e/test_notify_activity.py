@@ -199,13 +199,13 @@ async def test_retry_after_is_honoured_up_to_five_minutes(tmp_path):
 
 @pytest.mark.parametrize(("attempt", "at_least"), [(1, 1), (4, 8), (7, 64), (30, 300)])
 async def test_retry_after_never_shortens_the_backoff(tmp_path, attempt, at_least):
-    """`Retry-After: 0` from a failing receiver: the next attempt still waits the policy's
+    """`Retry-After: 1` from a failing receiver: the next attempt still waits the policy's
     backoff (1 s, 2 s, … up to 5 minutes), so after the first five minutes there is never more
     than one attempt a minute."""
     env = ActivityEnvironment()
     env.info = dataclasses.replace(env.info, attempt=attempt)
     async with receiver_process(
-        "--fail-status", "429", "--fail-first", "1", "--retry-after", "0"
+        "--fail-status", "429", "--fail-first", "1", "--retry-after", "1"
     ) as r:
         async with httpx.AsyncClient() as http:
             notifier = Notifier(http, settings(tmp_path, r.url))

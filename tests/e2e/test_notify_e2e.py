@@ -185,6 +185,23 @@ async def test_the_receiver_fails_twice_and_still_gets_it(client, tmp_path):
             await finish(handle)
 
 
+async def test_a_short_retry_after_does_not_hurry_the_retries(client, tmp_path):
+    """A receiver answering `429` with `Retry-After: 1` three times: the attempts still follow
+    Temporal's backoff (1 s, 2 s, 4 s), not one a second."""
+    async with notifying(
+        client, tmp_path, "--fail-first", "3", "--fail-status", "429", "--retry-after", "1"
+    ) as n:
+        handle = await n.start()
+        try:
+            await waiting_call(handle)
+            posts = await n.receiver.wait_for(4, timeout=60)
+            assert [p["status"] for p in posts] == [429, 429, 429, 200]
+            gaps = [b["received_at"] - a["received_at"] for a, b in itertools.pairwise(posts)]
+            assert all(gap > 0.8 * 2**i for i, gap in enumerate(gaps)), gaps
+        finally:
+            await finish(handle)
+
+
 async def test_a_receiver_that_never_answers_holds_nothing_up(client, tmp_path):
     async with notifying(client, tmp_path, "--hang") as n:
         handle = await n.start()
