@@ -8,7 +8,8 @@ kept: the rest is never read, and nothing is done with the body before it is cut
 
 The bytes are read as they came over the wire (`aiter_raw`), so a compressed body cannot grow
 past the limit while it is inflated: gzip and deflate are inflated here, to the limit at most;
-a body in another encoding is not shown.
+the requests ask for no other (`ACCEPT_ENCODING`), and a body sent in another anyway is not
+shown.
 
     async with http.stream("POST", url, ...) as response:
         text = await read_bounded(response)
@@ -20,6 +21,9 @@ import zlib
 
 import httpx
 
+ACCEPT_ENCODING = "gzip, deflate"
+"""What the requests whose answers are read here accept: the encodings inflated here, bounded (an
+httpx with brotli or zstd installed would otherwise ask for those too)."""
 BODY_LIMIT = 64 * 1024
 """The most bytes of an outside server's answer that are read (and, inflated, kept)."""
 _INFLATE_WBITS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": 0}

@@ -47,7 +47,7 @@ from typing import Any
 import httpx
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from activities.bounded_body import read_bounded
+from activities.bounded_body import ACCEPT_ENCODING, read_bounded
 from activities.context_window import (
     CONTEXT_EXCEEDED,
     DEFAULT_CONTEXT_TOKENS,
@@ -473,6 +473,7 @@ class OpenAIChatClient:
         payload = self._encode(body)
         headers = {
             "Accept": "text/event-stream" if self._stream else "application/json",
+            "Accept-Encoding": ACCEPT_ENCODING,  # what an error body can be inflated from, bounded
             "Content-Type": "application/json",
         }
         if self._api_key:

@@ -34,7 +34,7 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.bounded_body import read_bounded
+from activities.bounded_body import ACCEPT_ENCODING, read_bounded
 from activities.llm import retry_after_seconds
 from activities.notify_message import (
     cut,
@@ -177,7 +177,10 @@ class Notifier:
             "POST",
             url,
             content=data,
-            headers={"content-type": "application/json; charset=utf-8"},
+            headers={
+                "content-type": "application/json; charset=utf-8",
+                "accept-encoding": ACCEPT_ENCODING,
+            },
             timeout=self._timeout,
             follow_redirects=False,
         ) as response:
