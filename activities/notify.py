@@ -47,7 +47,7 @@ from activities.redaction import Redactor, redact_logs
 from activities.settings import Settings, shown_notify_url
 from workflows import names
 from workflows.model import NotifyRequest
-from workflows.notifications import NOTIFY_RETRY
+from workflows.notifications import NOTIFY_RETRY, child_id
 
 ATTEMPT_SECONDS = 20.0
 """The longest one delivery attempt may take (inside the activity's 30 s start-to-close)."""
@@ -146,6 +146,9 @@ class Notifier:
                 type="NotifyNotConfigured",
                 non_retryable=True,
             )
+        foreign = not_its_own(request)
+        if foreign is not None:
+            raise ApplicationError(foreign, type="NotifyRefused", non_retryable=True)
         data = json.dumps(self.body(request), ensure_ascii=False).encode("utf-8")
         try:
             async with asyncio.timeout(self._attempt_seconds):
@@ -220,6 +223,26 @@ class Notifier:
             type=kind,
             next_retry_delay=None if delay is None else timedelta(seconds=delay),
         )
+
+
+def not_its_own(request: NotifyRequest) -> str | None:
+    """Why this worker must not send `request`, if it must not: a notification goes out only for
+    the workflow that asks for it, an `AgentWorkflow` about itself or the `AgentNotification` it
+    left behind. Any other workflow scheduling `notify` on this task queue (one of a namespace
+    client's own) would have the worker post its text."""
+    info = activity.info()
+    if info.workflow_type == names.WORKFLOW_TYPE and info.workflow_id == request.workflow_id:
+        return None
+    if (
+        info.workflow_type == names.NOTIFICATION_WORKFLOW_TYPE
+        and request.event == "run_finished"
+        and info.workflow_id == child_id(request.workflow_id, request.run_id)
+    ):
+        return None
+    return (
+        f"a notification is sent only for the run that asks for it; {info.workflow_type!r}"
+        " asked about another, and nothing was sent"
+    )
 
 
 def backoff_seconds() -> float:

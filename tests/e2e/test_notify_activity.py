@@ -61,12 +61,21 @@ def settings(tmp_path: Path, url: str, **env: str) -> Settings:
     )
 
 
+def environment(attempt: int = 1) -> ActivityEnvironment:
+    """The activity as the run `agent-7` (the one `waiting()` is about) schedules it."""
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(
+        env.info, attempt=attempt, workflow_type="AgentWorkflow", workflow_id="agent-7"
+    )
+    return env
+
+
 async def notify(
     tmp_path: Path, url: str, request: NotifyRequest, *, attempt_seconds: float = 20.0, **env: str
 ) -> None:
     async with httpx.AsyncClient() as http:
         notifier = Notifier(http, settings(tmp_path, url, **env), attempt_seconds=attempt_seconds)
-        await ActivityEnvironment().run(notifier.notify, request)
+        await environment().run(notifier.notify, request)
 
 
 async def failure(tmp_path: Path, url: str, attempt_seconds: float = 20.0) -> ApplicationError:
@@ -202,8 +211,7 @@ async def test_retry_after_never_shortens_the_backoff(tmp_path, attempt, at_leas
     """`Retry-After: 1` from a failing receiver: the next attempt still waits the policy's
     backoff (1 s, 2 s, … up to 5 minutes), so after the first five minutes there is never more
     than one attempt a minute."""
-    env = ActivityEnvironment()
-    env.info = dataclasses.replace(env.info, attempt=attempt)
+    env = environment(attempt)
     async with receiver_process(
         "--fail-status", "429", "--fail-first", "1", "--retry-after", "1"
     ) as r:
@@ -275,7 +283,7 @@ async def test_a_worker_without_a_url_refuses_for_good(tmp_path):
         notifier = Notifier(http, plain)
         assert not notifier.enabled
         with pytest.raises(ApplicationError) as caught:
-            await ActivityEnvironment().run(notifier.notify, waiting())
+            await environment().run(notifier.notify, waiting())
     assert caught.value.type == "NotifyNotConfigured"
     assert caught.value.non_retryable
 

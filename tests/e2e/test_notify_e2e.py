@@ -22,13 +22,16 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from temporalio import workflow
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
-from temporalio.exceptions import ApplicationError
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.worker import Worker
 
 from runtime.codec import ENV_KEY
 from runtime.connect import data_converter
@@ -390,5 +393,50 @@ async def test_a_notification_started_directly_sends_nothing(client, tmp_path):
             assert not [
                 e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
             ]
+        await asyncio.sleep(1.0)
+        assert await n.receiver.received() == []
+
+
+@workflow.defn(name="Payroll", sandboxed=False)
+class ForeignWorkflow:
+    """A namespace client's own workflow, on a worker of its own, asking the agent's worker to
+    run `notify` (an activity it can schedule on any task queue)."""
+
+    @workflow.run
+    async def run(self, request: NotifyRequest, queue: str) -> None:
+        await workflow.execute_activity(
+            "notify",
+            request,
+            task_queue=queue,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+
+
+async def test_another_workflow_cannot_have_the_worker_notify(client, tmp_path):
+    """A workflow of another type schedules `notify` on the agent's task queue, about a run of
+    its choosing: the real worker refuses it, and the receiver gets nothing."""
+    forged = NotifyRequest(
+        event="approval_waiting",
+        workflow_id="payroll-run",
+        run_id="r1",
+        call_id="call_1",
+        tool="delete_path",
+        arguments='{"path": "http://evil.example/login"}',
+    )
+    async with notifying(client, tmp_path) as n:
+        own_queue = f"foreign-{uuid.uuid4().hex[:8]}"
+        async with Worker(n.client, task_queue=own_queue, workflows=[ForeignWorkflow]):
+            with pytest.raises(WorkflowFailureError) as failed:
+                await n.client.execute_workflow(
+                    "Payroll",
+                    args=[forged, n.queue],
+                    id=f"payroll-{uuid.uuid4().hex[:8]}",
+                    task_queue=own_queue,
+                    execution_timeout=timedelta(seconds=60),
+                )
+        cause = failed.value.cause
+        assert isinstance(cause, ActivityError), cause
+        assert isinstance(cause.cause, ApplicationError) and cause.cause.type == "NotifyRefused"
         await asyncio.sleep(1.0)
         assert await n.receiver.received() == []
