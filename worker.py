@@ -26,7 +26,8 @@ the tools (checked once the MCP servers' tools are known): one line saying which
 
 `--processes N` (or AGENT_WORKER_PROCESSES=N) runs N copies of this worker, each a process of its
 own with its own client, on the same task queue: one Python worker uses one core for its workflow
-code (`runtime.worker_processes`).
+code (`runtime.worker_processes`). With AGENT_METRICS_ADDRESS=HOST:PORT, copy i serves its metrics
+on PORT + i, and the ready line of the copies lists every address.
 
 Everything but the reading of settings and the process's life lives in `activities.plugin`
 (`AgentPlugin`, `run_worker`), so an application embeds the agent in its own worker instead.
@@ -56,7 +57,12 @@ from activities.tools.limits import enforcement, enforcement_gap
 from activities.tools.mcp import McpStartError
 from activities.tools.sandbox import NetworkUnavailable, SandboxUnavailable
 from runtime.connect import connect, connect_config, data_converter
-from runtime.metrics_runtime import metrics_address, metrics_runtime
+from runtime.metrics_runtime import (
+    METRICS_ADDRESS_ENV,
+    copy_addresses,
+    metrics_address,
+    metrics_runtime,
+)
 from runtime.process import exit_now
 from runtime.search_attributes import ensure_search_attributes
 from runtime.setting_error import SettingError
@@ -161,6 +167,17 @@ async def _serve(
     return 0
 
 
+def _copies_metrics(count: int) -> tuple[list[dict[str, str]], str]:
+    """With AGENT_METRICS_ADDRESS=HOST:PORT, copy i's own address (PORT + i: one port is bound
+    once) and the end of the ready line naming them all; else nothing."""
+    address = metrics_address()
+    if address is None:
+        return [], ""
+    addresses = copy_addresses(address, count)
+    urls = " ".join(f"http://{each}/metrics" for each in addresses)
+    return [{METRICS_ADDRESS_ENV: each} for each in addresses], f" metrics={urls}"
+
+
 def _processes(argv: list[str]) -> int:
     """The number of worker processes to run (`--processes`, AGENT_WORKER_PROCESSES)."""
     parser = argparse.ArgumentParser(prog="python worker.py", description=__doc__.split("\n")[0])
@@ -173,12 +190,15 @@ def _processes(argv: list[str]) -> int:
 if __name__ == "__main__":
     try:
         count = _processes(sys.argv[1:])
+        own, note = _copies_metrics(count) if count > 1 else ([], "")
     except SettingError as err:
         _say(str(err))
         exit_now(2)
     command = [sys.executable, str(Path(__file__).resolve())]
     try:
-        exit_code = asyncio.run(run_copies(count, command, os.environ) if count > 1 else _main())
+        exit_code = asyncio.run(
+            run_copies(count, command, os.environ, own, note) if count > 1 else _main()
+        )
     except KeyboardInterrupt:
         exit_code = 130
     exit_now(exit_code)

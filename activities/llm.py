@@ -47,6 +47,7 @@ from typing import Any
 import httpx
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
+from activities.bounded_body import ACCEPT_ENCODING, read_bounded
 from activities.context_window import (
     CONTEXT_EXCEEDED,
     DEFAULT_CONTEXT_TOKENS,
@@ -472,6 +473,7 @@ class OpenAIChatClient:
         payload = self._encode(body)
         headers = {
             "Accept": "text/event-stream" if self._stream else "application/json",
+            "Accept-Encoding": ACCEPT_ENCODING,  # what an error body can be inflated from, bounded
             "Content-Type": "application/json",
         }
         if self._api_key:
@@ -484,7 +486,7 @@ class OpenAIChatClient:
             ) as response:
                 self._heartbeat()
                 if response.status_code >= 400:
-                    raw = await self._read_bounded(response)
+                    raw = await read_bounded(response)  # at most 64 KiB, cut before anything
                     raise self._http_error(response, raw)
                 content_type = response.headers.get("content-type", "").lower()
                 if "text/event-stream" in content_type:

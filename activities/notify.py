@@ -10,7 +10,8 @@ repeating is decided here:
 
 - a 2xx answer is a delivery;
 - no answer (a refused connection, a timeout, a dropped connection), a 5xx, 408, 425 or 429:
-  retryable (a `Retry-After` of 429 and 503 is honoured, up to 5 minutes);
+  retryable (a `Retry-After` of 429 and 503 is honoured, up to 5 minutes, but never shortens
+  the retry policy's backoff);
 - any other 4xx, or a redirect (never followed: the body would go elsewhere): not retryable.
   The receiver refused this very request (a revoked Slack webhook answers 403, 404 or 410, a body
   it cannot take 400); asking again for an hour would change nothing and only delay the warning
@@ -33,6 +34,7 @@ import httpx
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.bounded_body import ACCEPT_ENCODING, read_bounded
 from activities.llm import retry_after_seconds
 from activities.notify_message import (
     cut,
@@ -45,6 +47,7 @@ from activities.redaction import Redactor, redact_logs
 from activities.settings import Settings, shown_notify_url
 from workflows import names
 from workflows.model import NotifyRequest
+from workflows.notifications import NOTIFY_RETRY, child_id
 
 ATTEMPT_SECONDS = 20.0
 """The longest one delivery attempt may take (inside the activity's 30 s start-to-close)."""
@@ -143,16 +146,13 @@ class Notifier:
                 type="NotifyNotConfigured",
                 non_retryable=True,
             )
+        foreign = not_its_own(request)
+        if foreign is not None:
+            raise ApplicationError(foreign, type="NotifyRefused", non_retryable=True)
         data = json.dumps(self.body(request), ensure_ascii=False).encode("utf-8")
         try:
             async with asyncio.timeout(self._attempt_seconds):
-                response = await self._http.post(
-                    self._url,
-                    content=data,
-                    headers={"content-type": "application/json; charset=utf-8"},
-                    timeout=self._timeout,
-                    follow_redirects=False,
-                )
+                refused = await self._post(self._url, data)
         except (TimeoutError, httpx.TimeoutException) as err:
             raise ApplicationError(
                 f"the notification receiver at {self._shown} did not answer in time"
@@ -166,18 +166,38 @@ class Notifier:
                 f" ({type(err).__name__}: {cut(visible(detail), ANSWER_EXCERPT_CHARS)})",
                 type="NotifyConnectionError",
             ) from None
-        if 200 <= response.status_code < 300:
-            activity.logger.info(
-                "notified %s of %s (%s)", self._shown, request.event, request.workflow_id
-            )
-            return
-        raise self.refusal(response)
+        if refused is not None:
+            raise refused
+        activity.logger.info(
+            "notified %s of %s (%s)", self._shown, request.event, request.workflow_id
+        )
 
-    def refusal(self, response: httpx.Response) -> ApplicationError:
+    async def _post(self, url: str, data: bytes) -> ApplicationError | None:
+        """One POST: None when it was delivered (a 2xx), else the error. The answer is streamed
+        and at most `BODY_LIMIT` bytes of it read (a delivery is one whose answer also came, up
+        to that): a receiver cannot make the worker read, decode or escape more than that."""
+        async with self._http.stream(
+            "POST",
+            url,
+            content=data,
+            headers={
+                "content-type": "application/json; charset=utf-8",
+                "accept-encoding": ACCEPT_ENCODING,
+            },
+            timeout=self._timeout,
+            follow_redirects=False,
+        ) as response:
+            said = await read_bounded(response)
+        if 200 <= response.status_code < 300:
+            return None
+        return self.refusal(response, said)
+
+    def refusal(self, response: httpx.Response, body_start: str) -> ApplicationError:
         """The error of an answer that is not a 2xx: retryable or not (see the module's doc),
-        naming the status and a scrubbed excerpt of what the receiver said."""
+        naming the status and a scrubbed excerpt of what the receiver said (`body_start`: its
+        body, already cut to `BODY_LIMIT` bytes)."""
         status = response.status_code
-        excerpt = cut(visible(self.scrub(response.text.strip())), ANSWER_EXCERPT_CHARS)
+        excerpt = cut(visible(self.scrub(body_start.strip())), ANSWER_EXCERPT_CHARS)
         said = f": {excerpt}" if excerpt else ""
         message = f"the notification receiver at {self._shown} answered HTTP {status}{said}"
         kind = f"NotifyHttp{status}"
@@ -197,9 +217,43 @@ class Notifier:
         if status in (429, 503):
             seconds = retry_after_seconds(response.headers.get("retry-after"))
             if seconds is not None:
-                delay = min(seconds, RETRY_AFTER_CAP_SECONDS)
+                delay = max(min(seconds, RETRY_AFTER_CAP_SECONDS), backoff_seconds())
         return ApplicationError(
             message,
             type=kind,
             next_retry_delay=None if delay is None else timedelta(seconds=delay),
         )
+
+
+def not_its_own(request: NotifyRequest) -> str | None:
+    """Why this worker must not send `request`, if it must not: a notification goes out only for
+    the workflow that asks for it, an `AgentWorkflow` about itself or the `AgentNotification` it
+    left behind. Any other workflow scheduling `notify` on this task queue (one of a namespace
+    client's own) would have the worker post its text."""
+    info = activity.info()
+    if info.workflow_type == names.WORKFLOW_TYPE and info.workflow_id == request.workflow_id:
+        return None
+    if (
+        info.workflow_type == names.NOTIFICATION_WORKFLOW_TYPE
+        and request.event == "run_finished"
+        and info.workflow_id == child_id(request.workflow_id, request.run_id)
+    ):
+        return None
+    return (
+        f"a notification is sent only for the run that asks for it; {info.workflow_type!r}"
+        " asked about another, and nothing was sent"
+    )
+
+
+def backoff_seconds() -> float:
+    """The wait the activity's retry policy gives after this attempt. A receiver's `Retry-After`
+    may lengthen it, never shorten it: `Retry-After: 1` would otherwise make the attempts of the
+    whole hour one a second."""
+    info = activity.info()
+    policy = info.retry_policy or NOTIFY_RETRY
+    seconds = policy.initial_interval.total_seconds() * policy.backoff_coefficient ** (
+        info.attempt - 1
+    )
+    if policy.maximum_interval is not None:
+        seconds = min(seconds, policy.maximum_interval.total_seconds())
+    return seconds

@@ -329,8 +329,9 @@ class Settings:
     enforced rules come before every run's, defaults after them. Read once, at start."""
     llm_text_tool_calls: TextCallMode = "parse"
     """`LLM_TEXT_TOOL_CALLS`: what to do with a reply whose whole text is a tool call written as
-    text (a fenced `json` block, `<tool_call>…</tool_call>`, a bare JSON object): `parse` takes it
-    as the call(s), `warn` leaves it as text with a warning, `off` does neither."""
+    text: `parse` takes it as the call(s) when it is in a call's syntax (`<tool_call>…</tool_call>`,
+    one fenced `json` block), `bare` also when it is only a bare JSON object, `warn` leaves it as
+    text with a warning, `off` does neither."""
     llm_parallel_tool_calls: bool = True
     """`LLM_PARALLEL_TOOL_CALLS`: sent as `parallel_tool_calls` with the tools (llama.cpp's own
     default is false: one call per reply)."""

@@ -1,19 +1,23 @@
 """Tool calls a model wrote as text, read as the calls they are.
 
 Small local models, and servers whose chat template does not match the model, often put a call
-in the reply's text instead of `tool_calls`: a fenced ```` ```json ```` block, Hermes/Qwen
-`<tool_call>{…}</tool_call>` (one or several), or a bare JSON object. Taken as text, the run ends
-with the JSON printed as its answer and nothing done, so a person who asked for a deletion may
-believe it happened. `read_text_calls` takes such a reply as its calls when the whole text is
-calls (`<tool_call>` blocks may follow a sentence) naming tools the run offers, with object
-arguments; the calls then pass the same gate as any other. Text that looks like a call but is not
-one that can run (an unknown tool, arguments that are not an object, broken JSON inside the
-markers) is left as text, with a warning naming the likely cause. A final answer that merely
-shows a JSON example among other text is not a call.
+in the reply's text instead of `tool_calls`. With `LLM_TEXT_TOOL_CALLS=parse` (the default) such
+a reply is taken as its calls only when it is written in a call's own syntax: Hermes/Qwen
+`<tool_call>{…}</tool_call>` (one or several, after an optional sentence), another template's
+call marker followed by the call (Mistral's `[TOOL_CALLS]`, Llama 3.1's `<|python_tag|>`), or
+one fenced ```` ```json ```` block that is the whole reply. A reply that is only a bare JSON
+object (or an unlabelled or second code block) is what a model answers when asked to *show* some
+JSON, so it is taken as a call only with `LLM_TEXT_TOOL_CALLS=bare`; in `parse` mode it stays
+text, with a warning when it names an offered tool. Taken or not, the calls must name tools the
+run offers, with object arguments; they then pass the same gate as any other, marked
+`from_text`. Text that looks like a call but is not one that can run (an unknown tool, arguments
+that are not an object, broken JSON inside the markers) is left as text, with a warning naming
+the likely cause. A final answer that merely shows a JSON example among other text is not a call.
 
 Shapes read: `{"name", "arguments"}` (or `"parameters"`, as Llama models write it) and
 `{"function": {"name", "arguments"}}`, alone or in a list; arguments an object or the JSON text
-of one.
+of one. Inside call markers, the doubled braces of a chat template's own example
+(`{{"name": …}}`, copied by the model) are read as the single braces they stand for.
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ from typing import Any, Literal
 from activities.llm_reply import strict_json
 from workflows.model import ToolCall
 
-TextCallMode = Literal["parse", "warn", "off"]
-TEXT_CALL_MODES: tuple[TextCallMode, ...] = ("parse", "warn", "off")
+TextCallMode = Literal["parse", "warn", "off", "bare"]
+TEXT_CALL_MODES: tuple[TextCallMode, ...] = ("parse", "warn", "off", "bare")
 ID_PREFIX = "call_text_"
 MAX_WARNINGS = 3
 NAME_CHARS = 60
@@ -41,9 +45,16 @@ LIKELY_CAUSE = (
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
+PREFIX_MARKERS = ("[TOOL_CALLS]", "<|python_tag|>")
+"""Call markers of other chat templates, each followed by the call's JSON: Mistral's, and Llama
+3.1's (whose call ends at `<|eom_id|>` or `<|eot_id|>` when the server leaves that in)."""
+_END_TOKENS = ("<|eom_id|>", "<|eot_id|>")
 _FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z_-]*)[ \t]*\r?\n?(?P<body>.*?)```", re.DOTALL)
 _UNCLOSED_FENCE = re.compile(r"```[ \t]*(?P<lang>[A-Za-z_-]*)[ \t]*\r?\n?(?P<body>.*)", re.DOTALL)
 _JSON_FENCES = {"json", "", "tool_call", "tool_calls"}
+_CALL_FENCES = {"json", "tool_call", "tool_calls"}
+"""The labels of the one code block that is a call form in `parse` mode (an unlabelled block is
+read only in `bare` mode)."""
 _CALL_KEYS = {"name", "arguments", "parameters", "type", "id"}
 _WRAPPER_KEYS = {"function", "type", "id"}
 _LOOKS_LIKE_A_CALL = re.compile(r'"(?:name|function)"\s*:')
@@ -75,9 +86,9 @@ def read_text_calls(
     """The tool calls written as the whole of `content` (see the module's docstring)."""
     if mode == "off" or not content.strip():
         return TextCalls(content=content)
-    found = _whole_text_calls(content.strip(), offered)
+    found = _whole_text_calls(content.strip(), offered, bare=mode != "parse")
     if found is None:
-        return TextCalls(content=content, warnings=_calls_amid_text(content, offered))
+        return TextCalls(content=content, warnings=_not_a_call_form(content, offered))
     if found.problems:
         return TextCalls(content=content, warnings=_warnings(found.problems))
     if not found.calls:
@@ -94,6 +105,7 @@ def read_text_calls(
             id=f"{ID_PREFIX}{index}",
             name=name,
             arguments=json.dumps(arguments, ensure_ascii=False),
+            from_text=True,
         )
         for index, (name, arguments) in enumerate(found.calls)
     ]
@@ -103,17 +115,23 @@ def read_text_calls(
 # ---- The forms ----
 
 
-def _whole_text_calls(text: str, offered: Collection[str]) -> _Found | None:
-    """The calls when the whole text is in one of the forms, else None (it is no call)."""
+def _whole_text_calls(text: str, offered: Collection[str], *, bare: bool) -> _Found | None:
+    """The calls when the whole text is in one of the forms, else None (it is no call).
+    `bare`: a bare JSON object, an unlabelled block and several blocks are forms too."""
     if OPEN_TAG in text:
         return _tagged(text, offered)
+    for marker in PREFIX_MARKERS:
+        if marker in text:
+            return _prefixed(text, marker, offered)
     blocks = _fenced_blocks(text)
+    if blocks is not None and not bare and not _one_call_block(text):
+        return None
     if blocks is not None:
         found = _Found(form="a fenced json block")
         for block in blocks:
             _read_payload(block, offered, found, marked=False)
         return found if found.calls or found.problems else None
-    if text[:1] in "{[":
+    if bare and text[:1] in "{[":
         found = _Found(form="a bare JSON object")
         _read_payload(text, offered, found, marked=False)
         return found if found.calls or found.problems else None
@@ -140,6 +158,18 @@ def _tagged(text: str, offered: Collection[str]) -> _Found:
     return found
 
 
+def _prefixed(text: str, marker: str, offered: Collection[str]) -> _Found:
+    """A call marker of another template (`[TOOL_CALLS]`, `<|python_tag|>`) followed by the
+    call's JSON (an object or a list), after an optional sentence."""
+    start = text.find(marker)
+    found = _Found(form=f"{marker} markers", prose=text[:start].strip())
+    body = text[start + len(marker) :].strip()
+    for token in _END_TOKENS:
+        body = body.removesuffix(token).rstrip()
+    _read_payload(body, offered, found, marked=True)
+    return found
+
+
 def _fenced_blocks(text: str) -> list[str] | None:
     """The bodies of the JSON code blocks the text consists of, or None when it has anything
     else (prose, a block of another language)."""
@@ -159,6 +189,33 @@ def _fenced_blocks(text: str) -> list[str] | None:
     elif rest:
         return None
     return blocks or None
+
+
+def _one_call_block(text: str) -> bool:
+    """Whether the text is one code block labelled as JSON (or as a tool call)."""
+    matches = list(_FENCE.finditer(text))
+    if len(matches) > 1:
+        return False
+    if matches:
+        return matches[0]["lang"].lower() in _CALL_FENCES
+    unclosed = _UNCLOSED_FENCE.fullmatch(text)
+    return unclosed is not None and unclosed["lang"].lower() in _CALL_FENCES
+
+
+def _not_a_call_form(content: str, offered: Collection[str]) -> list[str]:
+    """In `parse` mode, the warning for a reply that would be calls to offered tools in `bare`
+    mode (a bare JSON object, an unlabelled or second block): left as text, it may still have
+    been meant as a call. Else the warnings for calls shown among other text."""
+    loose = _whole_text_calls(content.strip(), offered, bare=True)
+    if loose is None or not loose.calls or loose.problems:
+        return _calls_amid_text(content, offered)
+    names = ", ".join(_shown(name) for name, _ in loose.calls)
+    return _warnings(
+        [
+            f"the reply is only {loose.form} shaped as {_count(len(loose.calls))} ({names}),"
+            " which is no call's syntax (LLM_TEXT_TOOL_CALLS=bare reads it as one)"
+        ]
+    )
 
 
 def _calls_amid_text(content: str, offered: Collection[str]) -> list[str]:
@@ -184,7 +241,7 @@ def _read_payload(text: str, offered: Collection[str], found: _Found, *, marked:
     """Add the calls of one JSON payload to `found`. `marked`: inside call markers, so anything
     that is not a call is a problem; otherwise a payload that is not call-shaped is just JSON."""
     try:
-        value = strict_json(text.strip())
+        value = _marked_json(text.strip()) if marked else strict_json(text.strip())
     except ValueError:
         if marked or _LOOKS_LIKE_A_CALL.search(text):
             where = "inside the <tool_call> markers" if marked else "in what looks like a call"
@@ -212,6 +269,23 @@ def _read_payload(text: str, offered: Collection[str], found: _Found, *, marked:
             )
             continue
         found.calls.append((name, parsed))
+
+
+def _marked_json(text: str) -> Any:
+    """The JSON inside call markers. A chat template shows the call's shape as
+    `{{"name": …, "arguments": …}}` (its braces doubled to escape them), and models copy it: text
+    that is no JSON as it is, but is once its doubled braces are single, is read so."""
+    try:
+        return strict_json(text)
+    except ValueError:
+        if "{{" not in text:
+            raise
+    if text.startswith("{{") and text.endswith("}}"):
+        try:
+            return strict_json(text[1:-1])  # only the outer braces doubled
+        except ValueError:
+            pass
+    return strict_json(text.replace("{{", "{").replace("}}", "}"))
 
 
 def _call_shape(item: Any, offered: Collection[str]) -> tuple[str, Any] | None:

@@ -6,6 +6,9 @@ activities and the workflow record through the SDK's meters (`activities.telemet
 `workflows.metrics`). The runtime is configured so the names are the Prometheus conventions the
 dashboards expect: counters end in `_total`, durations are in seconds, and the agent's names
 already carry their unit (`agent_llm_seconds`), so no unit suffix is added.
+
+With several worker processes (`worker.py --processes N`), copy i serves on PORT + i
+(`copy_addresses`): each process has its own runtime, and one port can be bound only once.
 """
 
 from __future__ import annotations
@@ -71,6 +74,20 @@ def metrics_address(environ: Mapping[str, str] | None = None) -> str | None:
         ip = ipaddress.ip_address(found[0][4][0])
     shown = f"[{ip}]" if ip.version == 6 else str(ip)
     return f"{shown}:{port_text}"
+
+
+def copy_addresses(address: str, count: int) -> list[str]:
+    """The metrics address of each of `count` worker processes: copy i serves on PORT + i of
+    `address` (an `IP:PORT`, as `metrics_address` gives it), so every copy starts and each is
+    scraped on its own. MetricsAddressError when the last port would be past 65535."""
+    host, _, port_text = address.rpartition(":")
+    port = int(port_text)
+    if port + count - 1 > 65535:
+        raise MetricsAddressError(
+            f"{METRICS_ADDRESS_ENV}={address}: {count} worker processes serve on ports {port} to"
+            f" {port + count - 1}, past 65535; choose a lower port"
+        )
+    return [f"{host}:{port + index}" for index in range(count)]
 
 
 def prometheus_config(address: str) -> PrometheusConfig:

@@ -8,11 +8,12 @@ runs over every process polling the queue, as it would over workers on several m
 
 This is a thin loop, not a process manager: it starts the first copy and waits for its ready line
 (so a setting it cannot use is said once, by that copy, and the loop exits with its code), then
-the others, and says `worker processes ready: N (pids …)` once every copy polls. It passes the
-copies' output through and forwards SIGTERM and SIGINT to every copy; when one copy ends, it
-stops the others and exits with that copy's code, so whatever supervises the worker (systemd,
-Kubernetes) sees it end and restarts the whole. On Linux each copy is also sent SIGTERM should
-the loop itself die.
+the others, and says `worker processes ready: N (pids …)` once every copy polls (followed by
+every copy's metrics address when AGENT_METRICS_ADDRESS is set: copy i serves on its PORT + i).
+It passes the copies' output through and forwards SIGTERM and SIGINT to every copy; when one
+copy ends, it stops the others and exits with that copy's code, so whatever supervises the
+worker (systemd, Kubernetes) sees it end and restarts the whole. On Linux each copy is also sent
+SIGTERM should the loop itself die.
 """
 
 from __future__ import annotations
@@ -70,18 +71,27 @@ def _die_with_parent() -> None:
 class Copies:
     """The running copies of one worker command."""
 
-    def __init__(self, command: Sequence[str], environ: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        command: Sequence[str],
+        environ: Mapping[str, str],
+        own: Sequence[Mapping[str, str]] = (),
+    ) -> None:
         self._command = list(command)
         self._env = {**environ, ENV_PROCESSES: "1"}  # a copy serves; it starts no copies
+        self._own = list(own)
+        """The settings of each copy of its own (copy i: `own[i]`), e.g. its metrics port."""
         self.procs: list[asyncio.subprocess.Process] = []
         self._pumps: list[asyncio.Task[None]] = []
 
     async def start(self) -> tuple[asyncio.subprocess.Process, asyncio.Future[None]]:
-        """Start one copy; the future is done once it printed its ready line."""
+        """Start the next copy; the future is done once it printed its ready line."""
+        index = len(self.procs)
+        own = self._own[index] if index < len(self._own) else {}
         proc = await asyncio.create_subprocess_exec(
             *self._command,
             stdout=asyncio.subprocess.PIPE,
-            env=self._env,
+            env={**self._env, **own},
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
         ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -138,9 +148,17 @@ async def _ready_or_exit(
     return exit_code(proc)
 
 
-async def run_copies(count: int, command: Sequence[str], environ: Mapping[str, str]) -> int:
-    """Run `count` copies of `command` until one ends or a signal stops them; the exit code."""
-    copies = Copies(command, environ)
+async def run_copies(
+    count: int,
+    command: Sequence[str],
+    environ: Mapping[str, str],
+    own: Sequence[Mapping[str, str]] = (),
+    ready_note: str = "",
+) -> int:
+    """Run `count` copies of `command` until one ends or a signal stops them; the exit code.
+    `own[i]`: settings of copy i's own; `ready_note` ends the ready line (every copy's metrics
+    address, say)."""
+    copies = Copies(command, environ, own)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -156,7 +174,7 @@ async def run_copies(count: int, command: Sequence[str], environ: Mapping[str, s
             if code is not None:
                 return code
         pids = " ".join(str(proc.pid) for proc in copies.procs)
-        print(f"worker processes ready: {count} (pids {pids})", flush=True)
+        print(f"worker processes ready: {count} (pids {pids}){ready_note}", flush=True)
         ended = [asyncio.ensure_future(proc.wait()) for proc in copies.procs]
         stop = asyncio.ensure_future(stopping.wait())
         await asyncio.wait([*ended, stop], return_when=asyncio.FIRST_COMPLETED)

@@ -48,7 +48,9 @@ __all__ = [
 
 
 def call_text(call: ToolCall) -> str:
-    return f"{visible(call.id)} {visible(call.name)} {arguments_display(call.arguments)}"
+    """A call as the terminal shows it; one the model wrote as text says so."""
+    note = " (read from the model's text)" if call.from_text else ""
+    return f"{visible(call.id)} {visible(call.name)} {arguments_display(call.arguments)}{note}"
 
 
 def pin_hint(workflow_id: str, call_id: str, run_id: str | None, digest: str) -> str:

@@ -3,7 +3,7 @@ page, newest first as Temporal's visibility orders runs (open runs first, by sta
 runs, by when they closed: it offers no other order), one row per run chain (the generations a
 run continued as new from are left out, and the row's start is the chain's first start).
 
-Finished runs of this release carry their decision counts and tokens in their memo
+Finished runs of this release carry their decision counts and tokens in their memo, naming the run
 (`workflows.audit.audit_memo`), so a page of them costs one listing and no worker. Open runs have
 no memo yet: their phase is their `AgentStatus` search attribute, and their counts are asked for
 by the web app (`starter.web.run_counts`), not here.
@@ -196,6 +196,13 @@ def parse_filter(status: str | None, text: str | None) -> RunFilter:
     return RunFilter(status, text)
 
 
+def _own_memo(memo: Any, run_id: str) -> Any:
+    """The memo when the run wrote it itself: one naming this very run
+    (`workflows.audit.audit_memo`). Any other (a client's own memo given at start, one of an
+    earlier release) says nothing: None."""
+    return memo if isinstance(memo, dict) and memo.get("run_id") == run_id else None
+
+
 def _memo_error(memo: Any) -> str | None:
     """Why a finished run ended with an error, as its memo says."""
     error = memo.get("error") if isinstance(memo, dict) else None
@@ -225,6 +232,7 @@ async def row_of(execution: WorkflowExecution) -> RunRow:
         except Exception as err:  # e.g. sealed with a key this program lacks
             log.debug("memo of %s unreadable: %s", execution.id, err)
             memo = None
+        memo = _own_memo(memo, execution.run_id)
         reason, counts, tokens = _memo_counts(memo)
         error = _memo_error(memo)
     if execution.status == WorkflowExecutionStatus.RUNNING or execution.status is None:

@@ -51,7 +51,8 @@ force_json=True)` (answers JSON to a streaming request: the client's fallback), 
 finish_reason="length")` or `cut_short(...)` (a reply stopped at the token limit), `RawStream`
 and `RawJson` (exactly these chunks or this body, e.g. a shape that is no chat completion),
 `rate_limited`,
-`server_error`, `unauthorized`, `HttpError(status, body, headers)`, `Malformed`, `CutOff`
+`server_error`, `unauthorized`, `HttpError(status, body, headers)`, `HugeError(status, mib,
+gzip)` (an error body of hundreds of MiB), `Malformed`, `CutOff`
 (stream cut off midway; `abrupt=False` ends the body cleanly but without `[DONE]`), `Slow`
 (N chunks with a delay: use it to test cancellation, then wait for `fake.disconnects`), `Stall`
 (silence, or llama.cpp's progress chunks, then another behaviour: a slow prompt), `Scripted`
@@ -65,7 +66,7 @@ As a subprocess (e.g. for a worker started as its own process):
 
 Any path ending in `/chat/completions` is served (so the base URL may or may not end in `/v1`).
 Over HTTP, `POST /_fake/enqueue` with a JSON list of behaviours (`{"kind": "text", "text":
-"hi"}`, kinds: text, tool_calls, reply, http_error, malformed, cut_off, slow, scripted,
+"hi"}`, kinds: text, tool_calls, reply, http_error, huge_error, malformed, cut_off, slow, scripted,
 raw_stream, raw_json, stall with its `then` as another such object) queues them, and
 `GET /_fake/requests` returns `{"requests": [...], "disconnects": N, "rejected": N,
 "counters": {...}}`.
@@ -77,6 +78,7 @@ import argparse
 import collections
 import contextlib
 import dataclasses
+import itertools
 import json
 import select
 import signal
@@ -85,6 +87,7 @@ import sys
 import threading
 import time
 import urllib.parse
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -166,6 +169,18 @@ def unauthorized(message: str = "Incorrect API key provided.") -> HttpError:
 
 
 @dataclass
+class HugeError:
+    """An error status with a body of `mib` MiB, written piece by piece from a generator (the
+    server holds one piece at a time), as a hostile or broken server would; `gzip`: the body
+    goes compressed (`Content-Encoding: gzip`), a few hundred KiB that inflate to all of it.
+    How much of it went out before the client hung up is counted in `huge_bytes_sent`."""
+
+    status: int = 500
+    mib: int = 200
+    gzip: bool = False
+
+
+@dataclass
 class Malformed:
     """A 200 whose body does not parse: garbage JSON, or a garbage SSE line when streaming."""
 
@@ -231,7 +246,18 @@ class Stall:
     progress_every: float = 0.2
 
 
-Behaviour = Reply | HttpError | Malformed | CutOff | Slow | Scripted | RawStream | RawJson | Stall
+Behaviour = (
+    Reply
+    | HttpError
+    | HugeError
+    | Malformed
+    | CutOff
+    | Slow
+    | Scripted
+    | RawStream
+    | RawJson
+    | Stall
+)
 
 
 def behaviour_from_json(spec: dict[str, Any]) -> Behaviour:
@@ -249,6 +275,7 @@ def behaviour_from_json(spec: dict[str, Any]) -> Behaviour:
     kinds: dict[str, Callable[..., Behaviour]] = {
         "reply": Reply,
         "http_error": HttpError,
+        "huge_error": HugeError,
         "malformed": Malformed,
         "cut_off": CutOff,
         "slow": Slow,
@@ -722,6 +749,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._stall(body, behaviour, streaming)
         elif isinstance(behaviour, HttpError):
             self._send_json(behaviour.status, behaviour.body or {}, behaviour.headers)
+        elif isinstance(behaviour, HugeError):
+            self._huge_error(behaviour)
         elif isinstance(behaviour, Malformed):
             if streaming:
                 self._start_stream()
@@ -783,6 +812,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._event("[DONE]")
         self._end_stream()
 
+    def _huge_error(self, behaviour: HugeError) -> None:
+        self.send_response(behaviour.status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        if behaviour.gzip:
+            self.send_header("Content-Encoding", "gzip")
+        self.end_headers()
+        self.close_connection = True
+        for piece in _huge_pieces(behaviour):
+            self._write_chunk(piece)  # ClientGone once the client hung up
+            self.server.note("huge_bytes_sent", len(piece))
+        self._end_stream()
+
     def _cut_off(self, behaviour: CutOff, streaming: bool) -> None:
         if not streaming:  # promise more body than is sent, then hang up
             data = json.dumps(completion_json(text(behaviour.text))).encode()
@@ -824,6 +866,24 @@ class _Handler(BaseHTTPRequestHandler):
             self._event(_chunk(_delta({}, "stop")))
         self._event("[DONE]")
         self._end_stream()
+
+
+def _huge_pieces(behaviour: HugeError) -> Iterator[bytes]:
+    """The body of a `HugeError`, piece by piece: an error object whose message never ends."""
+    line = b"\x1b[31m" + b"x" * 1000 + b"\n"
+    pieces = itertools.chain(
+        [b'{"error": {"message": "boom '],
+        itertools.repeat(line * 64, behaviour.mib * 16),
+    )
+    if not behaviour.gzip:
+        yield from pieces
+        return
+    packer = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    for piece in pieces:
+        packed = packer.compress(piece)
+        if packed:
+            yield packed
+    yield packer.flush()
 
 
 class FakeOpenAIServer(ThreadingHTTPServer):
@@ -967,9 +1027,9 @@ class FakeOpenAIServer(ThreadingHTTPServer):
         with self._lock:
             self.queries.append(query)
 
-    def note(self, counter: str) -> None:
+    def note(self, counter: str, amount: int = 1) -> None:
         with self._lock:
-            self.counters[counter] += 1
+            self.counters[counter] += amount
 
     def count(self, counter: str) -> int:
         with self._lock:

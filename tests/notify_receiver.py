@@ -9,7 +9,10 @@ status it answered (null while it hangs). It answers 200 `ok`, except:
 - `--hang`: every POST is read, recorded and never answered (the connection stays open), as a
   receiver that accepts and stalls;
 - `--trickle`: every POST is answered 200 one byte every 0.2 s, for minutes (each read is quick,
-  the whole answer never ends).
+  the whole answer never ends);
+- `--huge-body MIB`: every POST is answered `--fail-status` with a body of MIB MiB (written from a
+  generator, so the receiver itself holds only one piece of it), as a hostile receiver would;
+  its entry's `sent_bytes` says how much of it the client took before it hung up.
 
 `GET /received` answers the JSON list of every POST so far (any other GET: 404).
 
@@ -65,8 +68,10 @@ class _Server(ThreadingHTTPServer):
         hang: bool,
         retry_after: str | None,
         trickle: bool = False,
+        huge_body_mib: int = 0,
     ) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
+        self.huge_body_mib = huge_body_mib
         self.fail_first = fail_first
         self.fail_status = fail_status
         self.hang = hang
@@ -128,6 +133,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.server.trickle:
             self._trickle()
             return
+        if self.server.huge_body_mib:
+            self._huge(entry)
+            return
         status = self.server.fail_status if count <= self.server.fail_first else 200
         with self.server.lock:
             entry["status"] = status
@@ -135,6 +143,30 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(200, b"ok", "text/plain")
         else:
             self._answer(status, b"failing on purpose", "text/plain", self.server.retry_after)
+
+    def _huge(self, entry: dict[str, Any]) -> None:
+        """`--fail-status` with a body of `--huge-body` MiB: text with a control character in
+        every line (each one escaped by a client that shows it), sent piece by piece."""
+        piece = (b"boom \x1b[31m" + b"x" * 1000 + b"\n") * 64
+        total = self.server.huge_body_mib * 1024 * 1024
+        with self.server.lock:
+            entry["status"] = self.server.fail_status
+            entry["sent_bytes"] = 0
+        self.send_response(self.server.fail_status)
+        self.send_header("content-type", "text/plain")
+        self.send_header("content-length", str(total))
+        self.end_headers()
+        sent = 0
+        while sent < total:
+            data = piece[: total - sent]
+            try:
+                self.wfile.write(data)
+            except OSError:  # the client hung up: what it took is recorded
+                break
+            sent += len(data)
+            with self.server.lock:
+                entry["sent_bytes"] = sent
+        self.close_connection = True
 
     def _trickle(self) -> None:
         size = 1_000
@@ -311,9 +343,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--retry-after", metavar="SECONDS", help="sent with each failure")
     parser.add_argument("--hang", action="store_true", help="never answer a POST")
     parser.add_argument("--trickle", action="store_true", help="answer one byte at a time")
+    parser.add_argument("--huge-body", type=int, default=0, metavar="MIB", help="a body this big")
     args = parser.parse_args(argv)
     server = _Server(
-        args.port, args.fail_first, args.fail_status, args.hang, args.retry_after, args.trickle
+        args.port,
+        args.fail_first,
+        args.fail_status,
+        args.hang,
+        args.retry_after,
+        args.trickle,
+        args.huge_body,
     )
     server.echo = True
 

@@ -726,7 +726,8 @@ class AgentWorkflow:
         self._set_phase("finished", f"finished: {reason}" + (f" ({error})" if error else ""))
         if self._behaviour.trust_and_time:
             said = error if self._behaviour.sound_seams else None
-            workflow.upsert_memo(audit_memo(self._state, reason, said))
+            run_id = workflow.info().run_id if self._behaviour.sound_seams else None
+            workflow.upsert_memo(audit_memo(self._state, reason, said, run_id))
         return self._result()
 
     def _result(self) -> AgentRunResult:

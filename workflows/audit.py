@@ -67,9 +67,14 @@ def audit_view(state: AgentState) -> AuditView:
     )
 
 
-def audit_memo(state: AgentState, finish_reason: str, error: str | None = None) -> dict[str, Any]:
+def audit_memo(
+    state: AgentState, finish_reason: str, error: str | None = None, run_id: str | None = None
+) -> dict[str, Any]:
     """What a finished run leaves in its memo for the runs page (one visibility listing shows
-    every row without asking each run): how it ended, and why when it ended with an error."""
+    every row without asking each run): how it ended, and why when it ended with an error.
+    `run_id`: the run writing it. A client may start a run with a memo of its own, but cannot
+    know the id the server will give that run: the runs page reads only a memo that names the
+    very run it is listed with."""
     memo: dict[str, Any] = {
         "finish_reason": finish_reason,
         "decisions": state.audit_counts.model_dump(),
@@ -77,4 +82,6 @@ def audit_memo(state: AgentState, finish_reason: str, error: str | None = None) 
     }
     if error is not None:
         memo["error"] = error
+    if run_id is not None:
+        memo["run_id"] = run_id
     return {"agent": memo}

@@ -46,6 +46,9 @@ class ToolCall(BaseModel):
     id: str
     name: str
     arguments: Any = "{}"
+    from_text: bool = Field(default=False, exclude_if=lambda value: not value)
+    """True when the model wrote the call as text in its reply and the worker read it as a call
+    (`LLM_TEXT_TOOL_CALLS`); left out of the JSON when false."""
 
 
 class ChatMessage(BaseModel):

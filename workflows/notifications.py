@@ -5,7 +5,12 @@ for a person is one `notify` activity (`approval_waiting`), and again at half th
 timeout (`approval_reminder`); the loop never waits for them, and a delivery that finally fails
 is a `warning`. The end of a run that waited for a person (`run_finished`) goes out through
 `AgentNotification`, a child workflow the run leaves behind, so the run closes at once while the
-delivery is retried for up to an hour.
+delivery is retried for up to an hour. That child sends only as the child of the run it tells
+about: started any other way it fails before sending anything.
+
+A failed delivery is retried with backoff (1 s, doubling, at most 5 minutes apart: after the
+first five minutes never more than once a minute); a receiver's `Retry-After` may lengthen a wait,
+never shorten it.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ParentClosePolicy
 
 from workflows import activity_calls as calls
@@ -114,11 +119,40 @@ class Notifier:
         await workflow.start_child_workflow(
             names.NOTIFICATION_WORKFLOW_TYPE,
             request,
-            id=f"{info.workflow_id}/notify/{info.first_execution_run_id}",
+            id=child_id(info.workflow_id, info.first_execution_run_id),
             task_queue=info.task_queue,
             parent_close_policy=ParentClosePolicy.ABANDON,
             static_summary=f"tell people how {info.workflow_id} ended: {reason}",
         )
+
+
+def child_id(workflow_id: str, first_run_id: str) -> str:
+    """The id of the `AgentNotification` a run leaves behind."""
+    return f"{workflow_id}/notify/{first_run_id}"
+
+
+def not_from_its_run(request: NotifyRequest) -> str | None:
+    """Why this `AgentNotification` must not send, if it must not: it runs only as the child an
+    `AgentWorkflow` starts about itself (`finished`). Started any other way (a namespace client
+    starting it directly, with text of its own) it would post that text as the worker."""
+    info = workflow.info()
+    parent = info.parent
+    if parent is None:
+        return (
+            f"{names.NOTIFICATION_WORKFLOW_TYPE} runs only as the child of the run it tells"
+            " about; it was started on its own, and sent nothing"
+        )
+    if (
+        request.event != "run_finished"
+        or parent.namespace != info.namespace
+        or parent.workflow_id != request.workflow_id
+        or info.workflow_id != child_id(request.workflow_id, request.run_id)
+    ):
+        return (
+            f"{names.NOTIFICATION_WORKFLOW_TYPE} tells only how the run that started it ended;"
+            " this one was asked about another, and sent nothing"
+        )
+    return None
 
 
 @workflow.defn(name=names.NOTIFICATION_WORKFLOW_TYPE)
@@ -127,4 +161,7 @@ class AgentNotification:
 
     @workflow.run
     async def run(self, request: NotifyRequest) -> None:
+        refusal = not_from_its_run(request)
+        if refusal is not None:  # before any activity: nothing is sent
+            raise ApplicationError(refusal, type="NotificationRefused", non_retryable=True)
         await start_notify(request)

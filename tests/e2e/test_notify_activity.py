@@ -5,7 +5,9 @@ goes out or shows in an error or a log line."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import dataclasses
 import logging
 import os
 import time
@@ -59,12 +61,21 @@ def settings(tmp_path: Path, url: str, **env: str) -> Settings:
     )
 
 
+def environment(attempt: int = 1) -> ActivityEnvironment:
+    """The activity as the run `agent-7` (the one `waiting()` is about) schedules it."""
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(
+        env.info, attempt=attempt, workflow_type="AgentWorkflow", workflow_id="agent-7"
+    )
+    return env
+
+
 async def notify(
     tmp_path: Path, url: str, request: NotifyRequest, *, attempt_seconds: float = 20.0, **env: str
 ) -> None:
     async with httpx.AsyncClient() as http:
         notifier = Notifier(http, settings(tmp_path, url, **env), attempt_seconds=attempt_seconds)
-        await ActivityEnvironment().run(notifier.notify, request)
+        await environment().run(notifier.notify, request)
 
 
 async def failure(tmp_path: Path, url: str, attempt_seconds: float = 20.0) -> ApplicationError:
@@ -195,6 +206,37 @@ async def test_retry_after_is_honoured_up_to_five_minutes(tmp_path):
     assert capped.next_retry_delay == timedelta(minutes=5)
 
 
+@pytest.mark.parametrize(("attempt", "at_least"), [(1, 1), (4, 8), (7, 64), (30, 300)])
+async def test_retry_after_never_shortens_the_backoff(tmp_path, attempt, at_least):
+    """`Retry-After: 1` from a failing receiver: the next attempt still waits the policy's
+    backoff (1 s, 2 s, … up to 5 minutes), so after the first five minutes there is never more
+    than one attempt a minute."""
+    env = environment(attempt)
+    async with receiver_process(
+        "--fail-status", "429", "--fail-first", "1", "--retry-after", "1"
+    ) as r:
+        async with httpx.AsyncClient() as http:
+            notifier = Notifier(http, settings(tmp_path, r.url))
+            with pytest.raises(ApplicationError) as caught:
+                await env.run(notifier.notify, waiting())
+    assert caught.value.next_retry_delay == timedelta(seconds=at_least)
+
+
+async def test_a_huge_answer_is_read_only_to_64_kib(tmp_path):
+    """A receiver answering 500 with 200 MiB: the attempt ends at once with a short excerpt;
+    the receiver could hand over only what the socket buffers hold."""
+    async with receiver_process("--huge-body", "200") as receiver:
+        started = time.monotonic()
+        error = await failure(tmp_path, receiver.url)
+        took = time.monotonic() - started
+        await asyncio.sleep(0.5)
+        [post] = await receiver.received()
+    assert error.type == "NotifyHttp500" and not error.non_retryable
+    assert "boom \\x1b[31mxxx" in error.message and len(error.message) < 400
+    assert took < 2, took
+    assert post["sent_bytes"] < 16 * 1024 * 1024, post
+
+
 async def test_a_refused_connection_is_retryable_and_names_no_secret(tmp_path):
     port = free_port()  # nobody listens there
     error = await failure(tmp_path, f"http://ann:{TOKEN}@127.0.0.1:{port}/hooks/{TOKEN}")
@@ -241,7 +283,7 @@ async def test_a_worker_without_a_url_refuses_for_good(tmp_path):
         notifier = Notifier(http, plain)
         assert not notifier.enabled
         with pytest.raises(ApplicationError) as caught:
-            await ActivityEnvironment().run(notifier.notify, waiting())
+            await environment().run(notifier.notify, waiting())
     assert caught.value.type == "NotifyNotConfigured"
     assert caught.value.non_retryable
 

@@ -10,6 +10,7 @@ time from a call starting to wait to the receiver getting it (median of 20, prin
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import itertools
 import os
@@ -21,12 +22,16 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client, WorkflowHandle
+from temporalio import workflow
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.worker import Worker
 
 from runtime.codec import ENV_KEY
 from runtime.connect import data_converter
@@ -42,6 +47,7 @@ from workflows.model import (
     AgentRunOptions,
     AgentRunResult,
     AgentStatus,
+    NotifyRequest,
     ToolApprovalResponse,
 )
 
@@ -182,6 +188,23 @@ async def test_the_receiver_fails_twice_and_still_gets_it(client, tmp_path):
             await finish(handle)
 
 
+async def test_a_short_retry_after_does_not_hurry_the_retries(client, tmp_path):
+    """A receiver answering `429` with `Retry-After: 1` three times: the attempts still follow
+    Temporal's backoff (1 s, 2 s, 4 s), not one a second."""
+    async with notifying(
+        client, tmp_path, "--fail-first", "3", "--fail-status", "429", "--retry-after", "1"
+    ) as n:
+        handle = await n.start()
+        try:
+            await waiting_call(handle)
+            posts = await n.receiver.wait_for(4, timeout=60)
+            assert [p["status"] for p in posts] == [429, 429, 429, 200]
+            gaps = [b["received_at"] - a["received_at"] for a, b in itertools.pairwise(posts)]
+            assert all(gap > 0.8 * 2**i for i, gap in enumerate(gaps)), gaps
+        finally:
+            await finish(handle)
+
+
 async def test_a_receiver_that_never_answers_holds_nothing_up(client, tmp_path):
     async with notifying(client, tmp_path, "--hang") as n:
         handle = await n.start()
@@ -195,6 +218,49 @@ async def test_a_receiver_that_never_answers_holds_nothing_up(client, tmp_path):
             took = time.monotonic() - approved
             assert result.finish_reason == "stop"
             assert took < 10, took  # an attempt alone lasts 10 s: the run did not wait for it
+        finally:
+            await finish(handle)
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The highest resident memory the process has had so far (`VmHWM`), in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM for pid {pid}")
+
+
+async def slowest_query(handle: WorkflowHandle[Any, Any], seconds: float) -> float:
+    """The longest a `status` query took, asked again and again for `seconds`."""
+    slowest = 0.0
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        asked = time.monotonic()
+        await status(handle)
+        slowest = max(slowest, time.monotonic() - asked)
+        await asyncio.sleep(0.05)
+    return slowest
+
+
+async def test_a_receiver_answering_a_huge_body_stalls_nothing(client, tmp_path):
+    """A receiver that answers HTTP 500 with 200 MiB: the worker reads at most 64 KiB of it,
+    its memory hardly grows, and it answers every query within 1 s meanwhile (attempts are
+    made at 0, 1, 3 and 7 s of the watch)."""
+    async with notifying(client, tmp_path, "--huge-body", "200") as n:
+        before = peak_rss_mib(n.worker.pid)
+        handle = await n.start()
+        try:
+            await waiting_call(handle)
+            slowest = await slowest_query(handle, 10.0)
+            posts = await n.receiver.wait_for(3, timeout=30)
+            grew = peak_rss_mib(n.worker.pid) - before
+            sent = [p["sent_bytes"] for p in posts]
+            print(f"\nhuge body: slowest query {slowest:.3f} s, RSS +{grew:.0f} MiB, sent {sent}")
+            assert slowest < 1.0, slowest
+            assert grew < 64, grew
+            # the socket buffers take a few MiB before the receiver notices the hang-up
+            assert all(s < 16 * 1024 * 1024 for s in sent), sent
+            assert (await status(handle)).phase == "awaiting_approval"
         finally:
             await finish(handle)
 
@@ -301,3 +367,76 @@ def test_a_notify_setting_the_worker_cannot_use_stops_it(tmp_path, variable, val
     [line] = done.stderr.strip().splitlines()
     assert line.startswith(f"worker: {says}"), line
     assert TOKEN not in line
+
+
+async def test_a_notification_started_directly_sends_nothing(client, tmp_path):
+    """A namespace client starts `AgentNotification` itself, with text of its own: the worker
+    fails that run before any activity, and the receiver gets nothing."""
+    forged = NotifyRequest(
+        event="run_finished",
+        workflow_id="payroll-run",
+        run_id="r1",
+        finish_reason="error",
+        error="Payroll failed: sign in again at http://evil.example/login",
+    )
+    async with notifying(client, tmp_path) as n:
+        for workflow_id in (f"forged-{uuid.uuid4().hex[:8]}", "payroll-run/notify/r1"):
+            handle = await n.client.start_workflow(
+                "AgentNotification", forged, id=workflow_id, task_queue=n.queue
+            )
+            with pytest.raises(WorkflowFailureError) as failed:
+                await asyncio.wait_for(handle.result(), 30)
+            cause = failed.value.cause
+            assert isinstance(cause, ApplicationError), cause
+            assert cause.type == "NotificationRefused" and "sent nothing" in cause.message
+            history = await handle.fetch_history()
+            assert not [
+                e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+            ]
+        await asyncio.sleep(1.0)
+        assert await n.receiver.received() == []
+
+
+@workflow.defn(name="Payroll", sandboxed=False)
+class ForeignWorkflow:
+    """A namespace client's own workflow, on a worker of its own, asking the agent's worker to
+    run `notify` (an activity it can schedule on any task queue)."""
+
+    @workflow.run
+    async def run(self, request: NotifyRequest, queue: str) -> None:
+        await workflow.execute_activity(
+            "notify",
+            request,
+            task_queue=queue,
+            start_to_close_timeout=timedelta(seconds=30),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+
+
+async def test_another_workflow_cannot_have_the_worker_notify(client, tmp_path):
+    """A workflow of another type schedules `notify` on the agent's task queue, about a run of
+    its choosing: the real worker refuses it, and the receiver gets nothing."""
+    forged = NotifyRequest(
+        event="approval_waiting",
+        workflow_id="payroll-run",
+        run_id="r1",
+        call_id="call_1",
+        tool="delete_path",
+        arguments='{"path": "http://evil.example/login"}',
+    )
+    async with notifying(client, tmp_path) as n:
+        own_queue = f"foreign-{uuid.uuid4().hex[:8]}"
+        async with Worker(n.client, task_queue=own_queue, workflows=[ForeignWorkflow]):
+            with pytest.raises(WorkflowFailureError) as failed:
+                await n.client.execute_workflow(
+                    "Payroll",
+                    args=[forged, n.queue],
+                    id=f"payroll-{uuid.uuid4().hex[:8]}",
+                    task_queue=own_queue,
+                    execution_timeout=timedelta(seconds=60),
+                )
+        cause = failed.value.cause
+        assert isinstance(cause, ActivityError), cause
+        assert isinstance(cause.cause, ApplicationError) and cause.cause.type == "NotifyRefused"
+        await asyncio.sleep(1.0)
+        assert await n.receiver.received() == []

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
@@ -200,3 +202,68 @@ async def test_when_one_copy_dies_the_other_is_stopped_and_its_code_returned(
         assert "worker stopped" in loop.output(), loop.output()  # the other stopped gracefully
     finally:
         loop.stop()
+
+
+def two_free_ports() -> int:
+    """A port P such that P and P + 1 are both free on 127.0.0.1."""
+    for _ in range(50):
+        with socket.socket() as first:
+            first.bind(("127.0.0.1", 0))
+            port = int(first.getsockname()[1])
+            if port >= 65535:
+                continue
+            with socket.socket() as second:
+                try:
+                    second.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+                return port
+    raise RuntimeError("no two consecutive free ports")
+
+
+@pytest.mark.timeout(180)
+async def test_every_copy_serves_its_metrics_on_a_port_of_its_own(
+    env: WorkflowEnvironment, task_queue: str, tmp_path: Path
+) -> None:
+    """AGENT_METRICS_ADDRESS=127.0.0.1:P with two copies: copy 0 serves on P, copy 1 on P + 1
+    (one port is bound once), both start, and the ready line lists both addresses."""
+    (tmp_path / "ws").mkdir()
+    port = two_free_ports()
+    environ = processes_env(env, task_queue, tmp_path)
+    environ["AGENT_METRICS_ADDRESS"] = f"127.0.0.1:{port}"
+    loop = ManagedProcess(
+        "worker-processes",
+        [sys.executable, "worker.py", "--processes", "2"],
+        env=environ,
+        log_dir=tmp_path / "logs",
+    )
+    try:
+        started = await loop.wait_for_line("worker processes ready: 2", timeout=120)
+        urls = [f"http://127.0.0.1:{port + i}/metrics" for i in range(2)]
+        assert started.endswith(f" metrics={urls[0]} {urls[1]}"), started
+        ready = sorted(line for line in loop.output() if line.startswith("worker ready"))
+        assert [line.rsplit(" metrics=", 1)[1] for line in ready] == sorted(urls), ready
+        async with httpx.AsyncClient(timeout=10) as http:
+            for url in urls:
+                scraped = await http.get(url)
+                assert scraped.status_code == 200 and "temporal_" in scraped.text, url
+        assert loop.stop(timeout=40) == 0, loop.stderr_tail()
+    finally:
+        loop.stop()
+
+
+def test_metrics_ports_past_the_last_are_one_line(tmp_path: Path) -> None:
+    env = worker_env(
+        address="127.0.0.1:1",
+        task_queue="unused",
+        workspace=tmp_path / "ws",
+        state_dir=tmp_path / "state",
+        llm_base_url=None,
+        extra={"AGENT_METRICS_ADDRESS": "127.0.0.1:65535", "AGENT_SANDBOX": "off"},
+    )
+    done = run_worker(["--processes", "2"], env)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("worker: AGENT_METRICS_ADDRESS=127.0.0.1:65535: 2 worker processes"), (
+        line
+    )

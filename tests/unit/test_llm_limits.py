@@ -6,8 +6,10 @@ fit; `max_tokens` and the tokens generated, for the `length` warning."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+import tracemalloc
 from typing import Any
 
 import httpx
@@ -19,6 +21,7 @@ from tests.fake_openai import (
     FakeOpenAI,
     FakeOpenAIServer,
     HttpError,
+    HugeError,
     RawStream,
     Reply,
     Stall,
@@ -430,3 +433,26 @@ async def test_the_stall_keeps_its_reply_for_the_next_read(fake, http):
     reply = await client_for(fake, http).complete(PROMPT)
     assert reply.message.content == "after the pause"
     assert time.monotonic() - began >= 0.45
+
+
+@pytest.mark.parametrize("gzip", [False, True], ids=["plain", "gzip"])
+async def test_a_huge_error_body_is_read_only_to_64_kib(fake, http, gzip):
+    """A server answering HTTP 500 with a 200 MiB body (or a few hundred KiB of gzip that
+    inflate to 200 MiB): the client keeps at most 64 KiB of it, and fails at once with a short
+    excerpt of the provider's message."""
+    fake.enqueue(HugeError(500, mib=200, gzip=gzip))
+    tracemalloc.start()
+    try:
+        started = time.monotonic()
+        error = await failure(client_for(fake, http).complete(PROMPT, SPECS))
+        took = time.monotonic() - started
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert error.type == "LlmHttp500" and not error.non_retryable
+    assert error.message.startswith('LLM provider answered HTTP 500: {"error"')
+    assert "boom \x1b[31mxxx" in error.message and len(error.message) < 1_100
+    assert peak < 4 * 1024 * 1024, f"{peak / 1024 / 1024:.1f} MiB"
+    assert took < 3, took
+    await asyncio.sleep(0.5)  # the server notices the hang-up
+    assert fake.count("huge_bytes_sent") < 16 * 1024 * 1024

@@ -71,11 +71,13 @@ def test_url_credentials_are_not_in_the_settings_repr(tmp_path):
 
 def test_text_tool_calls(tmp_path):
     assert settings(tmp_path).llm_text_tool_calls == "parse"
-    for mode in ["parse", "warn", "off", " WARN "]:
+    for mode in ["parse", "warn", "off", "bare", " WARN "]:
         assert settings(tmp_path, LLM_TEXT_TOOL_CALLS=mode).llm_text_tool_calls == (
             mode.strip().lower()
         )
-    with pytest.raises(ValueError, match="LLM_TEXT_TOOL_CALLS must be one of parse, warn, off"):
+    with pytest.raises(
+        ValueError, match="LLM_TEXT_TOOL_CALLS must be one of parse, warn, off, bare"
+    ):
         settings(tmp_path, LLM_TEXT_TOOL_CALLS="maybe")
 
 

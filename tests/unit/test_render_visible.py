@@ -152,3 +152,16 @@ def test_a_compaction_event_says_what_the_model_sees_now():
         "[r2] compaction: the model's view 2,310 → 1,210 tokens (3 old result(s) dropped,"
         " 6 message(s) summarised)"
     )
+
+
+def test_a_call_read_from_the_models_text_says_so_where_a_person_is_asked():
+    """`call_text` is what the terminal's `approve …?` prompt, `pending` hints and the
+    `awaiting_approval` line show of a call."""
+    from starter.render import call_text
+
+    written = ToolCall(
+        id="call_text_0", name="delete_path", arguments='{"path": "x"}', from_text=True
+    )
+    sent = ToolCall(id="call_1", name="delete_path", arguments='{"path": "x"}')
+    assert call_text(written).endswith("(read from the model's text)")
+    assert "model's text" not in call_text(sent)

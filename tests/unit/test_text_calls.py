@@ -31,8 +31,8 @@ def read(content: str, mode: str = "parse"):
     return read_text_calls(content, OFFERED, mode)  # type: ignore[arg-type]
 
 
-def taken(content: str) -> list[tuple[str, str, dict[str, object]]]:
-    found = read(content)
+def taken(content: str, mode: str = "parse") -> list[tuple[str, str, dict[str, object]]]:
+    found = read(content, mode)
     assert found.warnings == [], found.warnings
     return [(c.id, c.name, json.loads(c.arguments)) for c in found.calls]
 
@@ -40,40 +40,52 @@ def taken(content: str) -> list[tuple[str, str, dict[str, object]]]:
 # ---------------------------------------------------------------- the forms and shapes
 
 
-@pytest.mark.parametrize(
-    "content",
-    [
-        FENCED,
-        f"\n  {FENCED}  \n",
-        '```\n{"name": "delete_path", "arguments": {"path": "notes.txt"}}\n```',
-        '```json {"name": "delete_path", "arguments": {"path": "notes.txt"}}```',
-        '{"name": "delete_path", "arguments": {"path": "notes.txt"}}',
-        '{"name": "delete_path", "arguments": "{\\"path\\": \\"notes.txt\\"}"}',
-        '{"name": "delete_path", "parameters": {"path": "notes.txt"}}',
-        '{"type": "function", "function": {"name": "delete_path", "arguments": {"path":'
-        ' "notes.txt"}}}',
-        '<tool_call>\n{"name": "delete_path", "arguments": {"path": "notes.txt"}}\n</tool_call>',
-        '<tool_call>{"name": "delete_path", "arguments": {"path": "notes.txt"}}',
-        '<tool_call>\n```json\n{"name": "delete_path", "arguments": {"path": "notes.txt"}}\n```'
-        "\n</tool_call>",
-    ],
-    ids=[
-        "fenced-json",
-        "fenced-with-space",
-        "fenced-untagged",
-        "fenced-one-line",
-        "bare-object",
-        "arguments-as-json-text",
-        "llama-parameters",
-        "function-wrapper",
-        "hermes",
-        "hermes-unclosed",
-        "hermes-fenced-inside",
-    ],
-)
-def test_one_call_in_each_form(content):
+CALL_FORMS = {
+    "fenced-json": FENCED,
+    "fenced-with-space": f"\n  {FENCED}  \n",
+    "fenced-one-line": '```json {"name": "delete_path", "arguments": {"path": "notes.txt"}}```',
+    "fenced-tool-call": '```tool_call\n{"name": "delete_path", "arguments": {"path": "notes.txt"}}'
+    "\n```",
+    "hermes": '<tool_call>\n{"name": "delete_path", "arguments": {"path": "notes.txt"}}\n'
+    "</tool_call>",
+    "hermes-unclosed": '<tool_call>{"name": "delete_path", "arguments": {"path": "notes.txt"}}',
+    "hermes-fenced-inside": '<tool_call>\n```json\n{"name": "delete_path", "arguments": {"path":'
+    ' "notes.txt"}}\n```\n</tool_call>',
+    "template-braces-outer": '<tool_call>\n{{"name": "delete_path", "arguments": {"path":'
+    ' "notes.txt"}}}\n</tool_call>',
+    "mistral-marker": '[TOOL_CALLS][{"name": "delete_path", "arguments": {"path": "notes.txt"}}]',
+    "llama-python-tag": '<|python_tag|>{"name": "delete_path", "parameters": {"path":'
+    ' "notes.txt"}}<|eom_id|>',
+    "template-braces-all": '<tool_call>\n{{"name": "delete_path", "arguments": {{"path":'
+    ' "notes.txt"}}}}\n</tool_call>',
+}
+BARE_FORMS = {
+    "bare-object": '{"name": "delete_path", "arguments": {"path": "notes.txt"}}',
+    "arguments-as-json-text": '{"name": "delete_path", "arguments": "{\\"path\\": \\"notes.txt\\"}"}',
+    "llama-parameters": '{"name": "delete_path", "parameters": {"path": "notes.txt"}}',
+    "function-wrapper": '{"type": "function", "function": {"name": "delete_path", "arguments":'
+    ' {"path": "notes.txt"}}}',
+    "fenced-untagged": '```\n{"name": "delete_path", "arguments": {"path": "notes.txt"}}\n```',
+}
+
+
+@pytest.mark.parametrize("content", CALL_FORMS.values(), ids=CALL_FORMS.keys())
+def test_one_call_in_each_call_form(content):
     assert taken(content) == [("call_text_0", "delete_path", {"path": "notes.txt"})]
     assert read(content).content == ""
+    assert [c.from_text for c in read(content).calls] == [True]
+
+
+@pytest.mark.parametrize("content", BARE_FORMS.values(), ids=BARE_FORMS.keys())
+def test_a_bare_json_call_is_a_call_only_in_bare_mode(content):
+    """A reply that is only a JSON object (say, the user asked to see a file that holds one) is
+    no call by default: it stays the answer, with a warning saying how to read it as one."""
+    found = read(content)
+    assert found.calls == [] and found.content == content
+    [warning] = found.warnings
+    assert "`delete_path`" in warning and "LLM_TEXT_TOOL_CALLS=bare" in warning
+    assert taken(content, "bare") == [("call_text_0", "delete_path", {"path": "notes.txt"})]
+    assert read(content, "bare").content == ""
 
 
 def test_several_calls_tagged_listed_or_fenced():
@@ -92,9 +104,11 @@ def test_several_calls_tagged_listed_or_fenced():
         '```json\n{"name": "read_file", "arguments": {"path": "a.txt"}}\n```'
     )
     assert taken(TAGGED_TWO) == expected
-    assert taken(listed) == expected
     assert taken(f"```json\n{listed}\n```") == expected
-    assert taken(two_blocks) == expected
+    assert taken(listed, "bare") == expected
+    assert taken(two_blocks, "bare") == expected
+    for loose in (listed, two_blocks):  # a bare list, two blocks: no call's syntax
+        assert read(loose).calls == [] and len(read(loose).warnings) == 1
 
 
 def test_a_sentence_before_tool_call_markers_stays_as_the_content():
@@ -104,8 +118,11 @@ def test_a_sentence_before_tool_call_markers_stays_as_the_content():
 
 
 def test_a_call_with_no_arguments_to_an_offered_tool():
-    assert taken('{"name": "list_dir"}') == [("call_text_0", "list_dir", {})]
-    assert taken('{"name": "list_dir", "arguments": null}') == [("call_text_0", "list_dir", {})]
+    assert taken('<tool_call>{"name": "list_dir"}</tool_call>') == [("call_text_0", "list_dir", {})]
+    assert taken('{"name": "list_dir"}', "bare") == [("call_text_0", "list_dir", {})]
+    assert taken('{"name": "list_dir", "arguments": null}', "bare") == [
+        ("call_text_0", "list_dir", {})
+    ]
 
 
 # ---------------------------------------------------------------- what is not a call
@@ -149,8 +166,14 @@ def test_answers_that_are_no_call_stay_text_without_a_warning(content):
     ("content", "cause"),
     [
         ('```json\n{"name": "format_disk", "arguments": {}}\n```', "`format_disk`, a tool this"),
-        ('{"name": "delete_path", "arguments": ["notes.txt"]}', "are not a JSON object"),
-        ('{"name": "delete_path", "arguments": "notes.txt"}', "are not a JSON object"),
+        (
+            '<tool_call>{"name": "delete_path", "arguments": ["notes.txt"]}</tool_call>',
+            "are not a JSON object",
+        ),
+        (
+            '<tool_call>{"name": "delete_path", "arguments": "notes.txt"}</tool_call>',
+            "are not a JSON object",
+        ),
         (
             "<tool_call>\n{'name': 'delete_path'}\n</tool_call>",
             "broken JSON inside the <tool_call>",
@@ -191,9 +214,10 @@ def test_one_bad_call_among_good_ones_takes_none():
             {"name": "rm_rf", "arguments": {"path": "/"}},
         ]
     )
-    found = read(listed)
+    found = read(listed, "bare")
     assert found.calls == []
     assert len(found.warnings) == 1 and "`rm_rf`" in found.warnings[0]
+    assert read(listed).warnings == []  # not a call's syntax: just an answer
 
 
 def test_a_call_to_an_offered_tool_among_other_text_is_a_warning_not_a_call():
@@ -217,7 +241,7 @@ def test_warn_mode_warns_and_takes_nothing_off_mode_does_neither():
 
 def test_a_huge_name_is_shown_bounded():
     content = json.dumps({"name": "x" * 5_000, "arguments": {}})
-    (warning,) = read(content).warnings
+    (warning,) = read(content, "bare").warnings
     assert len(warning) < 600
 
 

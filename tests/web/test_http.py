@@ -20,7 +20,8 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from starter.web.auth import SESSION_COOKIE, UsersFile, check_password
-from tests.helpers import events, of_type, wait_for_phase, wait_until
+from tests.fake_openai import text
+from tests.helpers import events, of_type, status, wait_for_phase, wait_until
 from tests.web.conftest import PASSWORD, Served, Worker, serve_web
 from workflows.model import AgentRunInput, AgentRunResult, AgentStatus, ChatMessage
 
@@ -528,3 +529,38 @@ async def test_every_inbox_viewer_reads_one_shared_poll(
         assert polled < 50
         assert served.polls.calls["query:status"] - statuses < 50 * 10
     await handle.terminate("test over")
+
+
+async def test_a_call_the_model_wrote_as_text_says_so_on_its_card(
+    client: Client, worker: Worker, served: Served
+) -> None:
+    """The model writes its call in `<tool_call>` markers (with the doubled braces of its chat
+    template): the worker reads it as the call, and the inbox card says it was read from the
+    model's text; a call the server sent as a call does not."""
+    worker.fake.enqueue(
+        text('<tool_call>{{"name": "run_command", "arguments": {"command": "echo t"}}}</tool_call>')
+    )
+    from_text = await start(client, worker, "run something")
+    await wait_for_phase(from_text, "awaiting_approval")  # it took the queued reply
+    native = await start(client, worker, "run: echo native")
+    auth = {"Authorization": f"Bearer {served.token}"}
+    async with httpx.AsyncClient(base_url=served.url, headers=auth, timeout=30) as http:
+        try:
+            cards: dict[str, str] = {}
+            for handle in (from_text, native):
+                await wait_for_phase(handle, "awaiting_approval")
+                live = f"/runs/{handle.id}/live?after=-1&piece=0&v=-1"
+
+                async def card(live: str = live) -> str | None:
+                    calls = str((await http.get(live)).json()["parts"]["calls"])
+                    return calls if "data-call-id" in calls else None
+
+                cards[handle.id] = await wait_until(card, timeout=15)
+            assert 'data-from-text="true"' in cards[from_text.id]
+            assert "read from the model" in cards[from_text.id]
+            assert "data-from-text" not in cards[native.id]
+            [pending] = (await status(from_text)).pending_approvals
+            assert pending.from_text is True
+        finally:
+            for handle in (from_text, native):
+                await handle.terminate("test over")

@@ -501,3 +501,43 @@ async def test_older_decisions_past_the_budget_are_counted_on_the_page(
     shown = await last.locator(".arguments").inner_text()
     assert shown.startswith('{"path":"ppp') and re.search(r"…\[\d+ more characters\]$", shown)
     assert "(invalid JSON)" not in shown
+
+
+async def test_a_memo_a_client_wrote_counts_nothing(
+    client: Client, worker: Worker, api: httpx.AsyncClient
+) -> None:
+    """A client starts runs with a memo of its own saying 41 calls were approved by people: the
+    runs page counts only what the workflow itself recorded. A run Temporal ended keeps the
+    forged memo and shows no counts; a run that finished shows its own."""
+    prefix = f"forged-{uuid.uuid4().hex[:6]}-"
+    forged = {
+        "agent": {
+            "finish_reason": "stop",
+            "decisions": {"approved_by_person": 41, "rejected_by_person": 0, "by_rule": 0},
+            "tokens": {"prompt_tokens": 1, "completion_tokens": 1},
+            "run_id": "a-guess",
+        }
+    }
+    handles = {}
+    for name, prompt in (("ended", "Please delete the logs folder"), ("stop", "hello")):
+        handles[name] = await client.start_workflow(
+            "AgentWorkflow",
+            AgentRunInput.from_prompt(prompt),
+            id=prefix + name,
+            task_queue=worker.queue,
+            memo=forged,
+            result_type=AgentRunResult,
+        )
+        _open.append(handles[name])
+    await wait_for_phase(handles["ended"], "awaiting_approval")
+    await handles["ended"].terminate("ended by the test")
+    await handles["stop"].result()
+
+    rows = {r["workflow_id"]: r for r in (await listed(api, 2, q=prefix))["runs"]}
+    ended, stop = rows[prefix + "ended"], rows[prefix + "stop"]
+    assert ended["status"] == "terminated"
+    assert ended["decisions"] is None and ended["tokens"] is None
+    assert ended["counts_from"] is None
+    assert stop["status"] == "stop" and stop["counts_from"] == "memo"
+    assert stop["decisions"]["approved_by_person"] == 0
+    assert stop["tokens"] != forged["agent"]["tokens"]

@@ -65,6 +65,7 @@ async def test_every_decision_is_in_the_audit_in_order(client, task_queue):
     memo = await described.memo_value("agent")
     assert memo["decisions"]["approved_by_person"] == 2 and memo["finish_reason"] == "stop"
     assert memo["tokens"]["prompt_tokens"] == audit.usage.prompt_tokens > 0
+    assert memo["run_id"] == described.run_id  # the run that wrote it: a client cannot forge it
 
 
 async def test_the_audit_spans_the_whole_chain_of_continue_as_new(client, task_queue):

@@ -31,7 +31,7 @@ from activities.agent_activities import AgentActivities
 from activities.settings import Settings
 from activities.tools import build_default_registry
 from tests.fake_openai import FakeOpenAI, Stall, text
-from tests.helpers import events, start_run
+from tests.helpers import events, start_run, wait_for_phase
 from tests.workflow.test_llm_runs import one_call
 from workflows import names
 from workflows.agent import AgentWorkflow
@@ -144,11 +144,54 @@ async def test_call_llm_says_the_calls_came_from_text(client, task_queue, fake, 
 async def test_a_text_call_to_a_tool_the_run_lacks_is_a_warning_in_the_reply(
     client, task_queue, fake, workspace, http
 ):
-    fake.enqueue(text('{"name": "delete_path", "arguments": {"path": "logs"}}'))
+    fake.enqueue(
+        text('<tool_call>{"name": "delete_path", "arguments": {"path": "logs"}}</tool_call>')
+    )
     settings = settings_for(fake.base_url, workspace, stream_deltas=False)
     response = await one_call(client, task_queue, settings, http, tools=["list_dir"])
     assert response.message.tool_calls is None and response.calls_from_text is False
     assert len(response.warnings) == 1 and "`delete_path`" in response.warnings[0]
+
+
+async def test_a_bare_json_reply_is_an_answer_and_a_template_call_waits_marked_from_text(
+    client, task_queue, fake, workspace, http
+):
+    """The user asked to see a file that holds a call-shaped object: the model's reply, only
+    that object, is the run's answer (nothing runs, a warning says how to read it as a call).
+    Then a call in `<tool_call>` markers with the chat template's doubled braces is the call it
+    is: it waits for a person, marked `from_text` in its event and in the pending call."""
+    quoted = '{"name": "delete_path", "arguments": {"path": "logs"}}'
+    fake.enqueue(text(quoted))
+    result, log = await run_agent(
+        client,
+        task_queue,
+        settings_for(fake.base_url, workspace),
+        http,
+        AgentRunInput.from_prompt("Show me what plan.json holds, as it is."),
+    )
+    assert result.finish_reason == "stop" and result.messages[-1].content == quoted
+    assert not [e for e in log if e.type == "tool_call"]
+    assert any("LLM_TEXT_TOOL_CALLS=bare" in e.message for e in log if e.type == "warning")
+    assert (workspace / "logs").is_dir()
+
+    fake.enqueue(
+        text('<tool_call>\n{{"name": "delete_path", "arguments": {"path": "logs"}}}\n</tool_call>')
+    )
+    settings = settings_for(fake.base_url, workspace)
+    acts = AgentActivities(client, settings, build_default_registry(workspace), http)
+    async with Worker(
+        client, task_queue=task_queue, workflows=[AgentWorkflow], activities=acts.all()
+    ):
+        handle = await start_run(
+            client, task_queue, AgentRunInput.from_prompt("Delete logs."), f"local-{uuid.uuid4()}"
+        )
+        waiting = await wait_for_phase(handle, "awaiting_approval", timeout=30)
+        [pending] = waiting.pending_approvals
+        assert pending.name == "delete_path" and pending.from_text is True
+        [event] = [e for e in await events(handle) if e.type == "tool_call"]
+        assert event.from_text is True and event.requires_approval is True
+        await handle.terminate("test over")
+    assert (workspace / "logs").is_dir()
 
 
 # ---------------------------------------------------------------- a silent server
