@@ -42,7 +42,7 @@ from temporalio.converter import (
 
 from runtime.setting_error import SettingError
 from workflows.names import PLAINTEXT_METADATA
-from workflows.seal import SEAL_METADATA, Seal
+from workflows.seal import NO_SEAL, SEAL_METADATA, Seal
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -244,6 +244,8 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
             ) from None
         decoded = Payload()
         decoded.ParseFromString(plain)
+        if SEAL_METADATA not in decoded.metadata:  # sealed by an older codec: bound to nothing
+            decoded.metadata[SEAL_METADATA] = NO_SEAL
         return decoded
 
 

@@ -78,7 +78,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.notifications import Notifier
     from workflows.reconstruction import plan_resume
     from workflows.rules import PolicyView
-    from workflows.seal import START_ROLE, seal_problem, signal_role, update_role
+    from workflows.seal import (
+        START_ROLE,
+        seal_problem,
+        signal_role,
+        update_role,
+        was_sealed,
+    )
     from workflows.state import (
         carried_once,
         fit_handover,
@@ -111,7 +117,9 @@ class AgentWorkflow:
             cron=self._behaviour.sound_seams and bool(info.cron_schedule),
         )
         self._sealed_only = self._behaviour.trust_and_time and not input.arrived_in_plaintext
-        self._bound = self._sealed_only and self._behaviour.sound_seams
+        self._bound = (
+            self._sealed_only and self._behaviour.sound_seams and was_sealed(input._sealed_for)
+        )
         """Sealed payloads are taken only by the run and handler they were sealed for."""
         if self._bound and self._refused is None and not continued:
             self._refused = self._unbound(input._sealed_for, START_ROLE, first_run=False)

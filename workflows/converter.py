@@ -41,6 +41,15 @@ class AgentPayloadConverter(PydanticPayloadConverter):
             raise ApplicationError(
                 f"Invalid AgentRunInput: {detail}", type="InvalidAgentRunInput", non_retryable=True
             ) from None
+        for index, value in enumerate(values):
+            wanted = type_hints[index] if type_hints and index < len(type_hints) else None
+            if wanted is AgentRunInput and not isinstance(value, AgentRunInput):
+                # e.g. a payload store reference left unloaded (stored for another workflow)
+                raise ApplicationError(
+                    f"Invalid AgentRunInput: a {type(value).__name__} is not a run's input",
+                    type="InvalidAgentRunInput",
+                    non_retryable=True,
+                )
         for payload, value in zip(payloads, values, strict=False):
             if isinstance(value, AgentRunInput) and PLAINTEXT_METADATA in payload.metadata:
                 value._arrived_in_plaintext = True

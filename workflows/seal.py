@@ -18,6 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 SEAL_METADATA = "agent-seal"
+NO_SEAL = b"{}"
+"""What the codec gives a payload it decrypted that carries no record (sealed by an older
+release): decrypted, bound to nothing. A payload without the metadata at all was not sealed."""
 START_ROLE = "start"
 MAX_SEAL_BYTES = 4_096
 
@@ -69,6 +72,11 @@ UNBOUND = (
     "the payload was not sealed for this run (with encryption on, a payload is accepted only by"
     " the workflow, the run and the handler it was encrypted for)"
 )
+
+
+def was_sealed(metadata: Mapping[str, bytes]) -> bool:
+    """Whether the codec decrypted this payload (with or without a record)."""
+    return SEAL_METADATA in metadata
 
 
 def seal_problem(
