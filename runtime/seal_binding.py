@@ -30,7 +30,6 @@ from runtime.codec import sealed_for
 from workflows import names
 from workflows.seal import START_ROLE, Seal, signal_role, update_role
 
-
 RUN_BOUND_SIGNALS = frozenset(
     {names.SIGNAL_TOOL_APPROVAL, names.SIGNAL_CANCEL, names.SIGNAL_SEND_MESSAGE}
 )

@@ -16,10 +16,11 @@ from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailed
 from temporalio.common import RawValue
 
 from runtime.codec import ENV_KEY
-from runtime.connect import data_converter
-from tests.e2e.test_encryption_e2e import Site, new_key, site, start_waiting  # noqa: F401
+from tests.e2e import test_encryption_e2e as encryption
+from tests.e2e.test_encryption_e2e import Site, new_key, start_waiting
 from tests.helpers import events, status, wait_until
 
+site = encryption.site  # the same deployment fixture: a dev server, a queue, a workspace
 NOT_FOR_THIS_RUN = "not sealed for this run"
 UNSEALED = "not encrypted with the worker's key"
 
