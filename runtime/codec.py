@@ -163,8 +163,10 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
     def __init__(self, keyring: Keyring | None, *, mark_plaintext: bool = False) -> None:
         """`mark_plaintext`: with keys, a payload found unencrypted on decoding is marked
         (metadata `agent-plaintext`), so the workflow can refuse a signal or an update that does
-        not come from a key holder. The programs' converter marks; the codec server does not
-        (it returns such payloads unchanged)."""
+        not come from a key holder, and a decrypted one keeps its seal record (`agent-seal`),
+        so the workflow can refuse one sealed for another place. The programs' converter
+        marks; the codec server does not (it returns payloads as they were sent: plaintext
+        ones unchanged, decrypted ones without the record)."""
         # Imported here, not at the top: a module that defines a workflow and imports this one is
         # re-imported by the workflow sandbox, which cannot load cryptography's native module twice.
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -244,7 +246,10 @@ class EncryptionCodec(PayloadCodec, WithSerializationContext):
             ) from None
         decoded = Payload()
         decoded.ParseFromString(plain)
-        if SEAL_METADATA not in decoded.metadata:  # sealed by an older codec: bound to nothing
+        if not self._mark_plaintext:  # for display (the codec server): the payload as it was
+            if SEAL_METADATA in decoded.metadata:
+                del decoded.metadata[SEAL_METADATA]
+        elif SEAL_METADATA not in decoded.metadata:  # sealed by an older codec: bound to nothing
             decoded.metadata[SEAL_METADATA] = NO_SEAL
         return decoded
 

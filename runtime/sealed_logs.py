@@ -52,8 +52,9 @@ def seal_logged_failures(environ: Mapping[str, str]) -> bool:
         record = previous(*args, **kwargs)
         info = record.exc_info
         if info and info[0] is not None and info[1] is not None:
+            # The formatter prints `exc_text` when it is set; `exc_info` stays for the filters
+            # that turn a known failure into one line (runtime.decryption_log, store_log).
             record.exc_text = sealed_exception_text((info[0], info[1], info[2]))
-            record.exc_info = None
         return record
 
     logging.setLogRecordFactory(factory)

@@ -105,15 +105,11 @@ async def test_the_codec_seals_the_whole_payload_under_the_first_key():
     assert dict(first.metadata) == {"encoding": ENCODING, KEY_ID_METADATA: b"new"}
     assert b"logs" not in first.data and b"secret.Type" not in first.data
     assert first.data != second.data, "a fresh nonce per payload"
-    # Decoded whole, plus the seal record (here: no workflow in context, so bound to nothing).
-    unsealed = Payload()
-    unsealed.CopyFrom(original)
-    unsealed.metadata["agent-seal"] = b"{}"
-    assert await codec.decode([first, second]) == [unsealed, unsealed]
+    assert await codec.decode([first, second]) == [original, original]
     # A program that holds only the old key's successor list still reads old payloads.
     old_only = EncryptionCodec(Keyring((ring.keys[1],)))
     (under_old,) = await old_only.encode([original])
-    assert (await codec.decode([under_old]))[0] == unsealed
+    assert (await codec.decode([under_old]))[0] == original
 
 
 async def test_payloads_that_are_not_encrypted_decode_unchanged():
