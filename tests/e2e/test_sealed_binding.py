@@ -110,7 +110,7 @@ async def test_a_loosening_policy_and_a_message_copied_into_another_run(
     assert cancelled.code == 0, cancelled
 
 
-async def test_a_start_copied_into_a_new_run_and_an_empty_cancel(site: Site) -> None:
+async def test_a_start_copied_into_a_new_workflow(site: Site) -> None:
     key = {ENV_KEY: new_key()}
     await site.worker(**key)
     original, copy = (f"bind-{uuid.uuid4().hex[:8]}" for _ in range(2))
@@ -128,15 +128,51 @@ async def test_a_start_copied_into_a_new_run_and_an_empty_cancel(site: Site) -> 
     with pytest.raises(WorkflowFailureError) as failed:
         await site.reader(**key).get_workflow_handle(replayed.id).result()
     assert NOT_FOR_THIS_RUN in str(failed.value.cause)
+    assert (await site.cli("cancel", original, **key)).code == 0
+
+
+async def test_an_empty_cancel_without_the_key(site: Site) -> None:
+    key = {ENV_KEY: new_key()}
+    await site.worker(**key)
+    workflow_id = f"bind-{uuid.uuid4().hex[:8]}"
+    await start_waiting(site, workflow_id, **key)
 
     # A cancel with no payload at all, from the client without the key: refused, not a cancel.
-    await attacker.get_workflow_handle(original).signal("cancel")
-    assert "cancel" in await warned(site, original, key, UNSEALED)
-    still = await status(site.reader(**key).get_workflow_handle(original))
+    await keyless(site).get_workflow_handle(workflow_id).signal("cancel")
+    assert "cancel" in await warned(site, workflow_id, key, UNSEALED)
+    still = await status(site.reader(**key).get_workflow_handle(workflow_id))
     assert still.phase == "awaiting_approval" and not still.cancel_requested
 
     # The key holder's own cancel (the terminal's) still cancels.
-    cancelled = await site.cli("cancel", original, **key)
+    cancelled = await site.cli("cancel", workflow_id, **key)
     assert cancelled.code == 0, cancelled
-    result = await site.reader(**key).get_workflow_handle(original).result()
+    result = await site.reader(**key).get_workflow_handle(workflow_id).result()
     assert result["finish_reason"] == "cancelled"
+
+
+async def test_a_policy_copied_into_a_later_run_of_the_same_workflow_id(
+    site: Site, tmp_path: Path
+) -> None:
+    """The same workflow id, started again once the first run ended: a new chain, with its own
+    first run id. What was sealed for the first chain is not the second's."""
+    key = {ENV_KEY: new_key()}
+    await site.worker(**key)
+    workflow_id = f"bind-{uuid.uuid4().hex[:8]}"
+    await start_waiting(site, workflow_id, **key)
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"rules": [{"tool": "list_dir", "decision": "allow"}]}))
+    assert (await site.cli("policy", workflow_id, "--set", str(rules), **key)).code == 0
+    attacker = keyless(site)
+    policy = await update_payload(attacker, workflow_id, "set_approval_policy")
+    assert (await site.cli("cancel", workflow_id, **key)).code == 0
+    await site.reader(**key).get_workflow_handle(workflow_id).result()
+
+    await start_waiting(site, workflow_id, **key)  # the id again: a new first run
+    with pytest.raises(WorkflowUpdateFailedError) as refused:
+        await attacker.get_workflow_handle(workflow_id).execute_update(
+            "set_approval_policy", RawValue(policy)
+        )
+    assert "InvalidApprovalPolicy" in str(refused.value.cause)
+    shown = await site.cli("policy", workflow_id, **key)
+    assert shown.code == 0 and "list_dir" not in shown.stdout, shown
+    assert (await site.cli("cancel", workflow_id, **key)).code == 0
