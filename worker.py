@@ -64,6 +64,7 @@ from runtime.metrics_runtime import (
     metrics_runtime,
 )
 from runtime.process import exit_now
+from runtime.sealed_logs import seal_logged_failures
 from runtime.search_attributes import ensure_search_attributes
 from runtime.setting_error import SettingError
 from runtime.tracing import WORKER_SERVICE, install_tracing
@@ -104,6 +105,7 @@ async def _main() -> int:
         data_converter()
         metrics = metrics_address()  # AGENT_METRICS_ADDRESS
         install_tracing(WORKER_SERVICE)  # OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_*
+        seal_logged_failures(os.environ)  # with a key: no failure's message in the log
         runtime = metrics_runtime(metrics) if metrics is not None else None
     except SettingError as err:  # a key, a store, an address or a trace setting: say which
         _say(str(err))

@@ -9,23 +9,40 @@ Each payload is serialized whole (metadata and data) and sealed with a fresh 12-
 result carries only `encoding: binary/encrypted` and `encryption-key-id` in the clear. Payloads that
 are not `binary/encrypted` decode unchanged, so runs recorded before encryption was switched on
 still read.
+
+Before sealing, the codec writes into the payload where it belongs (`workflows.seal`): the
+workflow id of the serialization context the SDK gives it, and the role and first run id that
+the project's clients name while they send (`sealed_for`, set by `runtime.seal_binding`). The
+record is inside the ciphertext; the associated data stays the key id, so payloads sealed before
+the record existed decode as they always did (and carry no record: the workflows of this
+release refuse them as bound to nothing).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from temporalio.api.common.v1 import Payload
-from temporalio.converter import PayloadCodec
+from temporalio.converter import (
+    ActivitySerializationContext,
+    PayloadCodec,
+    SerializationContext,
+    WithSerializationContext,
+    WorkflowSerializationContext,
+)
 
 from runtime.setting_error import SettingError
 from workflows.names import PLAINTEXT_METADATA
+from workflows.seal import NO_SEAL, SEAL_METADATA, Seal
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -109,15 +126,47 @@ def _shown(key_id: str) -> str:
     return key_id if KEY_ID.fullmatch(key_id) else repr(key_id[:64])
 
 
-class EncryptionCodec(PayloadCodec):
+_SENDING: ContextVar[Seal | None] = ContextVar("agent_sealed_for", default=None)
+
+
+@contextmanager
+def sealed_for(seal: Seal) -> Iterator[None]:
+    """While inside, payloads sealed for `seal.workflow_id` also carry its role and first run id
+    (the client interceptor of `runtime.seal_binding` wraps each start, signal and update)."""
+    token = _SENDING.set(seal)
+    try:
+        yield
+    finally:
+        _SENDING.reset(token)
+
+
+def _seal_for(workflow_id: str | None) -> Seal | None:
+    """The record sealed into a payload encoded for `workflow_id` (None: no workflow known)."""
+    if not workflow_id:
+        return None
+    sending = _SENDING.get()
+    if sending is not None and sending.workflow_id == workflow_id:
+        return sending
+    return Seal(workflow_id=workflow_id)
+
+
+def _context_workflow(context: SerializationContext) -> str | None:
+    if isinstance(context, WorkflowSerializationContext | ActivitySerializationContext):
+        return context.workflow_id
+    return None
+
+
+class EncryptionCodec(PayloadCodec, WithSerializationContext):
     """AES-256-GCM over whole payloads. Without keys it encodes nothing and still recognises
     encrypted payloads, so a program without a key says which key it lacks."""
 
     def __init__(self, keyring: Keyring | None, *, mark_plaintext: bool = False) -> None:
         """`mark_plaintext`: with keys, a payload found unencrypted on decoding is marked
         (metadata `agent-plaintext`), so the workflow can refuse a signal or an update that does
-        not come from a key holder. The programs' converter marks; the codec server does not
-        (it returns such payloads unchanged)."""
+        not come from a key holder, and a decrypted one keeps its seal record (`agent-seal`),
+        so the workflow can refuse one sealed for another place. The programs' converter
+        marks; the codec server does not (it returns payloads as they were sent: plaintext
+        ones unchanged, decrypted ones without the record)."""
         # Imported here, not at the top: a module that defines a workflow and imports this one is
         # re-imported by the workflow sandbox, which cannot load cryptography's native module twice.
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -127,6 +176,17 @@ class EncryptionCodec(PayloadCodec):
         self._ciphers: dict[str, AESGCM] = {
             key_id: AESGCM(key) for key_id, key in (keyring.keys if keyring else ())
         }
+        self._workflow_id: str | None = None
+
+    def with_context(self, context: SerializationContext) -> EncryptionCodec:
+        """This codec, sealing for the workflow `context` names (the SDK calls this per
+        operation: a start, a signal, an update, a workflow task, an activity)."""
+        workflow_id = _context_workflow(context)
+        if workflow_id == self._workflow_id:
+            return self
+        bound = copy.copy(self)
+        bound._workflow_id = workflow_id
+        return bound
 
     async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
         return [self.encrypt(p) for p in payloads]
@@ -138,6 +198,12 @@ class EncryptionCodec(PayloadCodec):
         if self.keyring is None:
             return payload
         key_id = self.keyring.encrypting_id
+        seal = _seal_for(self._workflow_id)
+        if seal is not None:
+            bound = Payload()
+            bound.CopyFrom(payload)
+            bound.metadata[SEAL_METADATA] = seal.to_bytes()
+            payload = bound
         nonce = os.urandom(NONCE_BYTES)
         sealed = self._ciphers[key_id].encrypt(nonce, payload.SerializeToString(), key_id.encode())
         return Payload(
@@ -151,6 +217,8 @@ class EncryptionCodec(PayloadCodec):
                 marked = Payload()
                 marked.CopyFrom(payload)
                 marked.metadata[PLAINTEXT_METADATA] = b"1"
+                if SEAL_METADATA in marked.metadata:  # a seal is only ever read from ciphertext
+                    del marked.metadata[SEAL_METADATA]
                 return marked
             return payload
         key_id = payload.metadata.get(KEY_ID_METADATA, b"").decode("utf-8", "replace")
@@ -178,6 +246,11 @@ class EncryptionCodec(PayloadCodec):
             ) from None
         decoded = Payload()
         decoded.ParseFromString(plain)
+        if not self._mark_plaintext:  # for display (the codec server): the payload as it was
+            if SEAL_METADATA in decoded.metadata:
+                del decoded.metadata[SEAL_METADATA]
+        elif SEAL_METADATA not in decoded.metadata:  # sealed by an older codec: bound to nothing
+            decoded.metadata[SEAL_METADATA] = NO_SEAL
         return decoded
 
 

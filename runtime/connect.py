@@ -18,6 +18,7 @@ from temporalio.runtime import Runtime
 
 from runtime.codec import EncryptionCodec, parse_keys
 from runtime.payload_store import external_storage
+from runtime.seal_binding import SealBindingInterceptor
 from runtime.store_log import log_store_failures_once
 from runtime.tracing import client_interceptors, install_tracing
 from workflows.converter import AgentPayloadConverter
@@ -70,6 +71,13 @@ def data_converter(environ: Mapping[str, str] | None = None) -> DataConverter:
     )
 
 
+def binding_interceptors(environ: Mapping[str, str] | None = None) -> list[SealBindingInterceptor]:
+    """With a key, the interceptor that seals what a client sends for the run and handler it
+    goes to (`runtime.seal_binding`); without one, nothing (nothing is sealed)."""
+    env = os.environ if environ is None else environ
+    return [SealBindingInterceptor()] if parse_keys(env) is not None else []
+
+
 async def connect(profile: str | None = None, *, runtime: Runtime | None = None) -> Client:
     """A client of the project: the connection settings, the data converter, and with
     OTEL_EXPORTER_OTLP_ENDPOINT the tracing interceptor (the process's tracer provider is set up
@@ -81,7 +89,7 @@ async def connect(profile: str | None = None, *, runtime: Runtime | None = None)
     return await Client.connect(
         str(config.pop("target_host")),
         data_converter=converter,
-        interceptors=client_interceptors(),
+        interceptors=[*binding_interceptors(), *client_interceptors()],
         runtime=runtime,
         **config,  # type: ignore[arg-type]
     )

@@ -18,10 +18,18 @@ the run, and a worker logs it once per run (`runtime.store_log`).
 With a store, the workflow's conversation budget is `AGENT_MAX_CONVERSATION_MB` (default 64)
 instead of the 1.4 MB that keeps every payload under Temporal's 2 MB limit:
 `conversation_budget_bytes` says which.
+
+History is data anyone with access to the namespace can write, so a reference is loaded only
+for the workflow it was stored for (`BoundExternalStorage`): its key names the workflow id
+(`runtime.store_keys`), and a reference whose key names another workflow, or none, is not
+loaded. It stays what it is, a small JSON document, which the workflow refuses as the input,
+signal or update it is not. Programs that only display history (the codec server) load every
+reference they are shown: displaying grants nothing.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -37,11 +45,13 @@ from temporalio.converter import (
     StorageDriver,
     StorageDriverClaim,
     StorageDriverRetrieveContext,
+    StorageDriverWorkflowInfo,
 )
 
 from runtime.file_store import FileStorageDriver
 from runtime.setting_error import SettingError
 from runtime.store_failure import GuardedDriver, PayloadStoreError
+from runtime.store_keys import stored_for
 from workflows.bounds import MAX_CONVERSATION_BYTES
 
 ENV_STORE = "AGENT_PAYLOAD_STORE"
@@ -140,12 +150,41 @@ def store_driver(setting: StoreSetting, environ: Mapping[str, str]) -> StorageDr
     )
 
 
+logger = logging.getLogger(__name__)
+
+
+class BoundExternalStorage(ExternalStorage):
+    """The SDK's external storage, loading a reference only for the workflow it was stored for.
+
+    The SDK binds each copy to the workflow it decodes for (a workflow task, an activity of the
+    workflow, a client's start, signal, update or query): a reference whose key names another
+    workflow is left as it is, never loaded."""
+
+    def _decode_reference(self, payload: Payload) -> ExternalStorageReference | None:
+        reference = super()._decode_reference(payload)
+        target = self._store_context.target
+        if reference is None or not isinstance(target, StorageDriverWorkflowInfo):
+            return reference
+        if not target.id:
+            return reference
+        key = reference.claim_data.get("path") or reference.claim_data.get("key") or ""
+        if stored_for(key, target.id):
+            return reference
+        logger.warning(
+            "a payload store reference in workflow %r names a payload stored for another"
+            " workflow (%s); not loaded",
+            target.id[:200],
+            key[:200],
+        )
+        return None
+
+
 def external_storage(environ: Mapping[str, str]) -> ExternalStorage | None:
     """The SDK's external storage for the environment's store, or None without one."""
     setting = parse_store(environ)
     if setting is None:
         return None
-    return ExternalStorage(
+    return BoundExternalStorage(
         drivers=[store_driver(setting, environ)], payload_size_threshold=THRESHOLD_BYTES
     )
 

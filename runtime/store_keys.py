@@ -3,6 +3,7 @@ driver uses for its object keys, so an operator has one picture of both.
 
     v0/ns/{namespace}/wt/{workflow type}/wi/{workflow id}/ri/{run id}/d/sha256/{hex digest}
     v0/ns/{namespace}/at/{activity type}/ai/{activity id}/ri/{run id}/d/sha256/{hex digest}
+    v0/ns/{namespace}/wh/{sha256 of the workflow id}/d/sha256/{hex digest}   (a long workflow id)
     v0/d/sha256/{hex digest}                      (no workflow or activity known)
 
 Keys are content-addressed within a run (the same bytes share one object) and grouped by run,
@@ -12,6 +13,7 @@ so an operator can delete a run's payloads as one folder. Every segment is perce
 
 from __future__ import annotations
 
+import hashlib
 import re
 import string
 from urllib.parse import unquote
@@ -27,6 +29,8 @@ MAX_SEGMENT_BYTES = 200
 """A longer segment (a long workflow id) drops the run's folders: file names stop at 255 bytes."""
 KEY = re.compile(r"v0(/[A-Za-z0-9%_-]+)*/d/sha256/[0-9a-f]{64}")
 RUN_SEGMENT = re.compile(r"/ri/([A-Za-z0-9%_-]+)/")
+WORKFLOW_SEGMENT = re.compile(r"/wi/([^/]+)/")
+WORKFLOW_HASH_SEGMENT = re.compile(r"/wh/([0-9a-f]{64})/")
 
 
 def segment(value: str | None) -> str:
@@ -56,7 +60,23 @@ def payload_key(context: StorageDriverStoreContext, digest: str) -> str:
     encoded = [(name, segment(value)) for name, value in parts]
     if all(len(value) <= MAX_SEGMENT_BYTES for _, value in encoded):
         scope = "".join(f"/{name}/{value}" for name, value in encoded)
+    elif isinstance(target, StorageDriverWorkflowInfo) and target.id:
+        scope = f"/wh/{_workflow_hash(target.id)}"  # the payload stays bound to its workflow
     return f"v0/ns/{namespace}{scope}{tail}"
+
+
+def _workflow_hash(workflow_id: str) -> str:
+    return hashlib.sha256(workflow_id.encode("utf-8")).hexdigest()
+
+
+def stored_for(key: str, workflow_id: str) -> bool:
+    """Whether `key` (of the file store or the S3 store) names `workflow_id` as the workflow it
+    was stored for. A key that names no workflow belongs to none."""
+    found = WORKFLOW_SEGMENT.search(key)
+    if found is not None:
+        return unquote(found.group(1)) == workflow_id
+    hashed = WORKFLOW_HASH_SEGMENT.search(key)
+    return hashed is not None and hashed.group(1) == _workflow_hash(workflow_id)
 
 
 def is_key(text: str) -> bool:

@@ -10,6 +10,9 @@ on that client share (`runtime.trace_interceptor`). `OTEL_SDK_DISABLED=true` or
 `OTEL_TRACES_EXPORTER=none` turn it off. Only OTLP over HTTP (`http/protobuf`, the port 4318 of a
 collector) is spoken: another `OTEL_EXPORTER_OTLP_PROTOCOL` is refused with one line.
 
+With an encryption key and without `AGENT_TRACE_CONTENT=true`, a failed span says only the
+failure's type (`runtime.sealed_spans`): its message may quote the run.
+
 Spans are batched; `runtime.process.exit_now` sends what is left (`flush_traces`) before the
 process leaves, so the last spans of a short command are not lost.
 """
@@ -75,6 +78,15 @@ def tracing_wanted(environ: Mapping[str, str] | None = None) -> bool:
     return True
 
 
+def content_sealed(environ: Mapping[str, str]) -> bool:
+    """Whether spans must carry no run content, failures' messages included: encryption is on
+    and AGENT_TRACE_CONTENT does not ask for content."""
+    from runtime.codec import parse_keys
+
+    asked = (environ.get("AGENT_TRACE_CONTENT") or "").strip().lower() == "true"
+    return not asked and parse_keys(environ) is not None
+
+
 def install_tracing(
     service_name: str = CLIENT_SERVICE, environ: Mapping[str, str] | None = None
 ) -> bool:
@@ -98,7 +110,12 @@ def install_tracing(
         if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
             resource = resource.merge(Resource({SERVICE_NAME: service_name}))
         provider = TracerProvider(resource=resource)
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        exporter: Any = OTLPSpanExporter()
+        if content_sealed(os.environ if environ is None else environ):
+            from runtime.sealed_spans import SealedSpanExporter
+
+            exporter = SealedSpanExporter(exporter)
+        provider.add_span_processor(BatchSpanProcessor(exporter))
         trace.set_tracer_provider(provider)
         _provider = provider
         _decided = True

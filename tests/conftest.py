@@ -16,7 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from runtime.binaries import find_binary
 from runtime.codec import ENV_KEY, ENV_KEYS
-from runtime.connect import data_converter
+from runtime.connect import binding_interceptors, data_converter
 from runtime.process import exit_now
 from runtime.search_attributes import ensure_search_attributes
 
@@ -79,6 +79,7 @@ async def env() -> AsyncIterator[WorkflowEnvironment]:
     environment = await WorkflowEnvironment.start_local(
         dev_server_existing_path=venv_binary("temporal"),
         data_converter=data_converter(),
+        interceptors=binding_interceptors(),  # as every client of the project (with --encrypt)
         dev_server_extra_args=DEV_SERVER_ARGS,
     )
     await ensure_search_attributes(environment.client)
@@ -99,6 +100,7 @@ async def time_skipping_env() -> AsyncIterator[WorkflowEnvironment]:
     environment = await WorkflowEnvironment.start_time_skipping(
         test_server_existing_path=venv_binary("temporal-test-server"),
         data_converter=data_converter(),
+        interceptors=binding_interceptors(),
     )
     await ensure_search_attributes(environment.client)
     try:

@@ -39,6 +39,9 @@ class ReceivedSpan:
     """OTLP's status code: 0 unset, 1 ok, 2 error."""
     links: list[str] = field(default_factory=list)
     """The span ids this span links to."""
+    text: str = ""
+    """The whole span as protobuf text: its status message and events (an exception's message)
+    included, to look for what must not be there."""
 
 
 def _value(value: AnyValue) -> Any:
@@ -69,6 +72,7 @@ def decode(body: bytes) -> list[ReceivedSpan]:
                         attributes={a.key: _value(a.value) for a in span.attributes},
                         status=int(span.status.code),
                         links=[link.span_id.hex() for link in span.links],
+                        text=str(span),
                     )
                 )
     return out

@@ -11,7 +11,7 @@ event log (`event_log`), the live stream (`live_stream`), what the Temporal UI a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, NoReturn
 
@@ -30,8 +30,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.conversation import Conversation
     from workflows.event_log import EventLog, preview
     from workflows.inputs import (
+        UNSEALED,
         Parsed,
         decode,
+        is_plaintext,
         parse_approval_policy,
         parse_cancel,
         parse_user_message,
@@ -76,6 +78,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.notifications import Notifier
     from workflows.reconstruction import plan_resume
     from workflows.rules import PolicyView
+    from workflows.seal import (
+        START_ROLE,
+        seal_problem,
+        signal_role,
+        update_role,
+        was_sealed,
+    )
     from workflows.state import (
         carried_once,
         fit_handover,
@@ -108,6 +117,12 @@ class AgentWorkflow:
             cron=self._behaviour.sound_seams and bool(info.cron_schedule),
         )
         self._sealed_only = self._behaviour.trust_and_time and not input.arrived_in_plaintext
+        self._bound = (
+            self._sealed_only and self._behaviour.sound_seams and was_sealed(input._sealed_for)
+        )
+        """Sealed payloads are taken only by the run and handler they were sealed for."""
+        if self._bound and self._refused is None and not continued:
+            self._refused = self._unbound(input._sealed_for, START_ROLE, first_run=False)
         self._log = EventLog(self._state)
         self._conversation = Conversation(self._state, self._limits)
         self._approvals = Approvals(
@@ -504,8 +519,14 @@ class AgentWorkflow:
             self._warn(f"unknown signal '{bounds.shown(name)}' ignored")
             return
         payload, error = decode(
-            args, optional=name == names.SIGNAL_CANCEL, sealed_only=self._sealed_only
+            args,
+            optional=name == names.SIGNAL_CANCEL,
+            sealed_only=self._sealed_only,
         )
+        if error is None and self._bound:
+            error = (
+                UNSEALED if not args else self._unbound(args[0].payload.metadata, signal_role(name))
+            )
         if error is not None:
             self._warn(f"{name}: {error}; signal ignored")
             return
@@ -556,6 +577,11 @@ class AgentWorkflow:
     def _stream_publish(self, payload: RawValue) -> None:
         """A publish to the live stream: see `LiveStream.on_publish` (declared on the class so a
         publish in a run's first activation is decoded for this handler)."""
+        if self._bound and not is_plaintext(payload):
+            problem = self._unbound(payload.payload.metadata, signal_role(STREAM_PUBLISH_SIGNAL))
+            if problem is not None:
+                self._warn(f"stream publish: {problem}; ignored")
+                return
         self._live.on_publish(payload)
 
     @workflow.update(name=names.UPDATE_SUBMIT_APPROVAL)
@@ -569,6 +595,10 @@ class AgentWorkflow:
 
     def _validated_approval(self, payload: RawValue) -> ToolApprovalResponse:
         value, error = decode([payload], optional=False, sealed_only=self._sealed_only)
+        if error is None and self._bound:
+            error = self._unbound(
+                payload.payload.metadata, update_role(names.UPDATE_SUBMIT_APPROVAL)
+            )
         if error is not None:
             raise ApplicationError(error, type="InvalidApproval", non_retryable=True)
         taken = self._approvals.receive(value, finished=self._finished)
@@ -593,6 +623,10 @@ class AgentWorkflow:
                 "the run has finished", type="InvalidApprovalPolicy", non_retryable=True
             )
         value, error = decode([payload], optional=False, sealed_only=self._sealed_only)
+        if error is None and self._bound:
+            error = self._unbound(
+                payload.payload.metadata, update_role(names.UPDATE_SET_APPROVAL_POLICY)
+            )
         parsed = parse_approval_policy(value) if error is None else None
         if parsed is None or parsed.value is None:
             why = str(error) if parsed is None else str(parsed.error)
@@ -600,6 +634,18 @@ class AgentWorkflow:
         if problem := self._approvals.unmatchable(parsed.value.rules):
             raise ApplicationError(problem, type="InvalidApprovalPolicy", non_retryable=True)
         return list(parsed.value.rules)
+
+    def _unbound(
+        self, metadata: Mapping[str, bytes], role: str, *, first_run: bool = True
+    ) -> str | None:
+        """Why a sealed payload is not this run's to take in `role` (see `workflows.seal`)."""
+        info = workflow.info()
+        return seal_problem(
+            metadata,
+            workflow_id=info.workflow_id,
+            role=role,
+            first_run_id=info.first_execution_run_id if first_run else None,
+        )
 
     @workflow.query(name=names.QUERY_POLICY)
     def policy(self) -> PolicyView:

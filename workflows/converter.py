@@ -9,7 +9,8 @@ invalid input.
 And it notes on an `AgentRunInput` whether the codec, holding keys, found it unencrypted: a run
 started in plaintext (before the deployment had a key, or by a client without one) is not an
 encrypted run, so its signals are not refused for being plaintext, now or on a replay by a
-worker that has a key since.
+worker that has a key since. It also keeps the seal record the codec found inside a sealed
+input (`workflows.seal`), so the workflow can refuse an input sealed for another workflow.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from temporalio.exceptions import ApplicationError
 
 from workflows.model import AgentRunInput, describe_validation
 from workflows.names import PLAINTEXT_METADATA
+from workflows.seal import SEAL_METADATA
 
 
 class AgentPayloadConverter(PydanticPayloadConverter):
@@ -39,7 +41,18 @@ class AgentPayloadConverter(PydanticPayloadConverter):
             raise ApplicationError(
                 f"Invalid AgentRunInput: {detail}", type="InvalidAgentRunInput", non_retryable=True
             ) from None
+        for index, value in enumerate(values):
+            wanted = type_hints[index] if type_hints and index < len(type_hints) else None
+            if wanted is AgentRunInput and not isinstance(value, AgentRunInput):
+                # e.g. a payload store reference left unloaded (stored for another workflow)
+                raise ApplicationError(
+                    f"Invalid AgentRunInput: a {type(value).__name__} is not a run's input",
+                    type="InvalidAgentRunInput",
+                    non_retryable=True,
+                )
         for payload, value in zip(payloads, values, strict=False):
             if isinstance(value, AgentRunInput) and PLAINTEXT_METADATA in payload.metadata:
                 value._arrived_in_plaintext = True
+            elif isinstance(value, AgentRunInput) and SEAL_METADATA in payload.metadata:
+                value._sealed_for = {SEAL_METADATA: payload.metadata[SEAL_METADATA]}
         return values

@@ -713,6 +713,9 @@ class AgentRunInput(BaseModel):
     continued: CarriedState | None = None
     """The hand-over of runs continued by the first release, still read so they go on."""
     _arrived_in_plaintext: bool = PrivateAttr(default=False)
+    _sealed_for: dict[str, bytes] = PrivateAttr(default_factory=dict)
+    """The seal record (`workflows.seal`) the codec found inside the sealed input, as metadata:
+    set by the payload converter, never part of the JSON."""
 
     @property
     def arrived_in_plaintext(self) -> bool:

@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
+from temporalio.common import RawValue
 
 from runtime.codec import ENCODING, ENV_KEY
 from runtime.connect import data_converter
@@ -306,3 +307,34 @@ async def test_a_store_setting_that_cannot_be_used_stops_every_program_with_one_
             assert result.code == 2, result
             assert result.stderr.count("\n") == 1 and ENV_STORE in result.stderr, result
     assert os.environ.get(ENV_STORE) is None  # nothing leaked into this process
+
+
+async def test_a_reference_copied_into_another_workflow_is_not_loaded(
+    deployment: Deployment, moto: S3Server
+) -> None:
+    """A client with neither the store nor a codec copies a finished run's input reference (a
+    few hundred bytes of history) into a start of its own: the worker does not load another
+    workflow's stored conversation for it; the start is refused as the JSON it is."""
+    settings = {ENV_STORE: f"s3://{BUCKET}/agent/payloads", ENV_S3_ENDPOINT: moto.url, **AWS_ENV}
+    worker = await deployment.worker(**settings)
+    original = await deployment.start_big_run(**settings)
+    await finished(original)
+
+    bare = Client(deployment.client.service_client, namespace="default")  # no store, no codec
+    history = await bare.get_workflow_handle(original.id).fetch_history()
+    started = history.events[0].workflow_execution_started_event_attributes
+    [reference] = started.input.payloads
+    assert reference.metadata["messageType"].decode() == REFERENCE_TYPE
+    copied = await bare.start_workflow(
+        "AgentWorkflow",
+        RawValue(reference),
+        id=f"store-copy-{uuid.uuid4().hex[:8]}",
+        task_queue=deployment.base["AGENT_TASK_QUEUE"],
+    )
+    with pytest.raises(WorkflowFailureError) as refused:
+        await deployment.reader(**settings).get_workflow_handle(copied.id).result()
+    assert "InvalidAgentRunInput" in str(refused.value.cause)
+    await worker.wait_for_line(r"names a payload stored for another workflow.*not loaded")
+    # The run it was copied from still reads, with the store, for the workflow it belongs to.
+    again = await deployment.reader(**settings).get_workflow_handle(original.id).result()
+    assert again["messages"][0]["content"] == PROMPT

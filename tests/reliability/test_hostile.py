@@ -428,7 +428,7 @@ async def test_a_plaintext_answer_to_an_encrypted_run(
         row.saw(f"warning: {warnings[:1]}")
         assert any("not encrypted with the worker's key" in w for w in warnings)
         assert not (tmp_path / "out.txt").exists()
-        await handle.signal("cancel")
+        await handle.signal("cancel", {})  # sealed: a payload-less cancel is refused too
         await handle.result()
         row.checked("the plaintext answer was refused with a warning; the command did not run")
 
