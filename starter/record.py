@@ -133,7 +133,10 @@ async def replay_record(
     closed: WorkflowExecutionStatus | None,
     last_phase: Phase = "running",
 ) -> RunRecord:
-    """Replay a closed run's history and read what its queries would answer."""
+    """Replay a closed run's history and read what its queries would answer. Raises the
+    codec's DecryptionError, as a query's answer would, when the run is sealed with a key this
+    program lacks."""
+    await _decrypt_input(client, history)
     capture = _Capture()
     replayer = Replayer(
         workflows=[AgentWorkflow],
@@ -161,6 +164,16 @@ async def replay_record(
             else None
         ),
     )
+
+
+async def _decrypt_input(client: Client, history: WorkflowHistory) -> None:
+    """Decrypt the run's start input once: a replay would only report a failed activation."""
+    codec = client.data_converter.payload_codec
+    if codec is None or not history.events:
+        return
+    started = history.events[0].workflow_execution_started_event_attributes
+    if started.input.payloads:
+        await codec.decode(list(started.input.payloads))
 
 
 def _unfinished_status(
