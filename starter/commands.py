@@ -40,7 +40,7 @@ from starter.follow import (
     interactive_session,
 )
 from starter.handle import AgentHandle, AnswerNotDelivered, start_run
-from starter.inbox import WaitingRun, waiting_runs
+from starter.inbox import waiting_runs
 from starter.output import Output
 from starter.policy_args import load_policy, run_policy
 from starter.render import (
@@ -432,14 +432,6 @@ async def cmd_audit(ctx: Ctx, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def pins_json(run: WaitingRun) -> list[dict[str, str | None]]:
-    """`starter pending --json`: for each waiting call, what pins an answer to it."""
-    return [
-        {"call_id": c.id, "run_id": run.first_run_id, "sha256": arguments_digest(c.arguments)}
-        for c in run.pending
-    ]
-
-
 async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
     try:
         runs = await waiting_runs(ctx.client)
@@ -451,7 +443,7 @@ async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
             ) from None
         raise
     for run in runs:
-        ctx.out.data({**run.as_json(), "pins": pins_json(run)})
+        ctx.out.data(run.as_json())
         status = run.status
         if status is None:
             calls = "1 call" if run.pending_count == 1 else f"{run.pending_count} calls"

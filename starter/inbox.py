@@ -21,6 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from starter.handle import AgentHandle
 from workflows import names
+from workflows.arguments import arguments_digest
 from workflows.model import AgentStatus, ChatMessage, ToolCall
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,16 @@ class WaitingRun:
             "pending": [c.model_dump(mode="json") for c in status.pending_approvals],
             "decided": [d.model_dump(mode="json") for d in status.decided],
             "details": "available",
+            "pins": self.pins(),
         }
+
+    def pins(self) -> list[dict[str, str | None]]:
+        """For each waiting call, what pins an answer to it (`starter approve --run-id R
+        --sha256 D`): the same in `starter pending --json` and `GET /api/pending`."""
+        return [
+            {"call_id": c.id, "run_id": self.first_run_id, "sha256": arguments_digest(c.arguments)}
+            for c in self.pending
+        ]
 
 
 class RunGone(Exception):

@@ -236,6 +236,7 @@ async def test_the_json_api_and_its_server_sent_events(
             "pending",
             "decided",
             "details",
+            "pins",
         }
         assert entry["run_id"] == handle.result_run_id
         assert entry["pending"][0]["name"] == "run_command"
