@@ -550,6 +550,19 @@ async def empty_reply(client: Client, queue: str) -> Handle:
     return handle
 
 
+async def refused_rule(client: Client, queue: str) -> Handle:
+    """A run rule that names none of the worker's tools: the run says why (an `error` and a
+    `finished` event) and fails."""
+    fake = FakeAgentActivities(replies=[text("never asked")])
+    rules = ApprovalPolicy(rules=[PolicyRule(tool="run_comand", decision="allow")])
+    options = AgentRunOptions(approval_policy=rules)
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, AgentRunInput.from_prompt("go", options))
+        with contextlib.suppress(WorkflowFailureError):
+            await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "approve": approve,
     "reject": reject,
@@ -582,6 +595,7 @@ SCENARIOS: dict[str, Scenario] = {
     "bad_turn": bad_turn,
     "rejected_again": rejected_again,
     "empty_reply": empty_reply,
+    "refused_rule": refused_rule,
 }
 
 
