@@ -10,6 +10,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NoReturn
 
+from activities.environment import Environment
 from runtime.connect import connect, connect_config, data_converter
 from runtime.process import exit_now
 from runtime.setting_error import SettingError
@@ -238,6 +239,11 @@ async def amain(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     install_quiet_runtime()
     out = Output(json_mode=bool(args.json or getattr(args, "json_here", False)))
+    try:
+        Environment.read()  # every setting, checked once: a typo stops every program alike
+    except SettingError as err:
+        out.error(str(err))
+        return EXIT_USAGE
     if args.command == "codec-server":
         from starter.codec_server import serve
 
