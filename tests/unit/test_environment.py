@@ -35,8 +35,16 @@ def refused(env: dict[str, str]) -> str:
 @pytest.mark.parametrize(("name", "attribute"), SWITCHES)
 @pytest.mark.parametrize(
     ("raw", "value"),
-    [("true", True), ("1", True), ("YES", True), (" on ", True), ("false", False), ("0", False)]
-    + [("No", False), ("OFF", False)],
+    [
+        ("true", True),
+        ("1", True),
+        ("YES", True),
+        (" on ", True),
+        ("false", False),
+        ("0", False),
+        ("No", False),
+        ("OFF", False),
+    ],
 )
 def test_every_switch_takes_the_same_words(name, attribute, raw, value):
     assert getattr(Environment.read({name: raw}), attribute) is value
@@ -93,8 +101,12 @@ def test_numbers_are_positive(name, what, raw):
 
 @pytest.mark.parametrize(
     "name",
-    ["LLM_MAX_TOKENS", "LLM_CONTEXT_TOKENS", "AGENT_COMMAND_MAX_PROCESSES"]
-    + ["AGENT_COMMAND_MAX_MEMORY_MB"],
+    [
+        "LLM_MAX_TOKENS",
+        "LLM_CONTEXT_TOKENS",
+        "AGENT_COMMAND_MAX_PROCESSES",
+        "AGENT_COMMAND_MAX_MEMORY_MB",
+    ],
 )
 @pytest.mark.parametrize("raw", ["0", "-5", "1.5", "lots"])
 def test_counts_are_positive_whole_numbers(name, raw):
