@@ -14,6 +14,7 @@ from activities.environment import Environment
 from runtime.connect import connect, connect_config, data_converter
 from runtime.process import exit_now
 from runtime.setting_error import SettingError
+from runtime.shown_commands import starter_command
 from runtime.telemetry import install_quiet_runtime
 from starter import commands
 from starter.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, cannot_reach, translate
@@ -80,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="machine-readable output: one JSON object per line",
     )
     parser = argparse.ArgumentParser(
-        prog="python -m starter",
+        prog=starter_command(),
         description="Start, follow, approve and cancel durable agent runs (AgentWorkflow). "
         "Connects through temporalio.envconfig: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, "
         "TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE (default localhost:7233). "
