@@ -95,7 +95,6 @@ def _templates() -> Environment:
     return env
 
 
-
 def run_ended(watch: RunWatch) -> bool:
     """Whether the run is over (finished, or closed by Temporal): its page then offers no
     `Cancel run` and no `Send`. A watch that failed (`cannot watch: …`) says nothing of the run."""
@@ -103,6 +102,7 @@ def run_ended(watch: RunWatch) -> bool:
     if state.status is not None and state.status.phase == "finished":
         return True
     return bool(state.closed) and not str(state.closed).startswith("cannot")
+
 
 class WebApp:
     """The application's state: the client, the shared polls and the sign-in machinery."""
