@@ -15,6 +15,7 @@ from temporalio.client import Client
 
 from activities.environment import Environment
 from runtime.connect import connect, connect_config, task_queue
+from runtime.shown_commands import starter_command
 from starter.codec_server import listen
 from starter.errors import cannot_reach
 from starter.follow import default_approver
@@ -45,7 +46,8 @@ def make_guard(host: str, settings: Environment) -> Guard:
         if not is_loopback(host):
             raise StartError(
                 f"--host {host} is not a loopback address: set {ENV_USERS_FILE} (see"
-                " `python -m starter web add-user`) so that people sign in, or serve on 127.0.0.1"
+                f" `{starter_command()} web add-user`) so that people sign in, or serve on"
+                " 127.0.0.1"
             )
         return Guard(signer, None, default_approver())
     try:
