@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -36,3 +37,15 @@ def test_the_script_prints_the_table():
     assert done.stdout == table(readme=True) + "\n"
     assert "| `LLM_BASE_URL` | worker |" in done.stdout
     assert "`LLM_STREAM`" not in done.stdout  # the README keeps the short list
+
+
+def test_every_variable_the_programs_name_is_a_documented_setting():
+    """A variable named in the programs' code (`"AGENT_…"`, `"LLM_…"`) is a field of the typed
+    settings, so it is checked at start and has its row in the tables."""
+    named: set[str] = set()
+    for folder in ("activities", "runtime", "starter", "workflows"):
+        for path in (ROOT / folder).rglob("*.py"):
+            named |= set(re.findall(r"\"((?:AGENT|LLM)_[A-Z0-9_]+)\"", path.read_text()))
+    named |= set(re.findall(r"\"((?:AGENT|LLM)_[A-Z0-9_]+)\"", (ROOT / "worker.py").read_text()))
+    assert named, "no variable found: the scan is broken"
+    assert named - set(variables()) == set()
