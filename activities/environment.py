@@ -1,6 +1,6 @@
 """Every setting of the project's programs, typed, in one place: `Environment` reads the
 environment once and refuses a value it cannot use with one line naming the variable and what it
-accepts (`EnvironmentError_`). The worker turns it into its `Settings`; the starter and the web
+accepts (`BadSetting`). The worker turns it into its `Settings`; the starter and the web
 inbox read it at start too, so a typo (`LLM_STREAM=flase`) stops every program the same way.
 
 The fields' docs are the settings' documentation: `python -m activities.settings_table` prints the
@@ -42,7 +42,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TOOL_SPEC = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 
 
-class EnvironmentError_(SettingError):
+class BadSetting(SettingError):
     """A setting no program may start with; the message is one line naming the variable."""
 
 
@@ -656,13 +656,13 @@ class Environment(BaseSettings):
 
     @classmethod
     def read(cls, environ: Mapping[str, str] | None = None) -> Environment:
-        """The settings of `environ` (default: the process's). Raises EnvironmentError_, one
+        """The settings of `environ` (default: the process's). Raises BadSetting, one
         line naming the variable and what it accepts, for the first value it refuses."""
         values = _Variables(cls, os.environ if environ is None else environ)()
         try:
             return cls.model_validate(values)
         except ValidationError as err:
-            raise EnvironmentError_(one_line(err)) from None
+            raise BadSetting(one_line(err)) from None
 
     @property
     def encryption_on(self) -> bool:

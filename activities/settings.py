@@ -18,8 +18,8 @@ from activities.environment import (
     DEFAULT_WORKSPACE,
     MAX_SYSTEM_PROMPT_BYTES,
     NOTIFY_FORMATS,
+    BadSetting,
     Environment,
-    EnvironmentError_,
     NotifyFormat,
     api_key_problem,
     shown_notify_url,
@@ -43,10 +43,6 @@ __all__ = [
 STATE_DIR_NAME = ".agent-state"
 
 
-def _refused(message: str) -> EnvironmentError_:
-    return EnvironmentError_(message)
-
-
 def _system_prompt(raw: str | None) -> str | None:
     """`AGENT_SYSTEM_PROMPT`: the text itself, or `@FILE` to read it from a file (once)."""
     if raw is None:
@@ -58,20 +54,20 @@ def _system_prompt(raw: str | None) -> str | None:
         data = path.read_bytes()
     except OSError as err:
         reason = err.strerror or type(err).__name__
-        raise _refused(
+        raise BadSetting(
             f"AGENT_SYSTEM_PROMPT names {str(path)!r}, which cannot be read: {reason}"
         ) from None
     if len(data) > MAX_SYSTEM_PROMPT_BYTES:
-        raise _refused(
+        raise BadSetting(
             f"AGENT_SYSTEM_PROMPT file {str(path)!r} has {len(data):,} bytes, more than the"
             f" {MAX_SYSTEM_PROMPT_BYTES:,} a system prompt may have"
         )
     try:
         text = data.decode("utf-8").strip()
     except UnicodeDecodeError:
-        raise _refused(f"AGENT_SYSTEM_PROMPT file {str(path)!r} is not UTF-8 text") from None
+        raise BadSetting(f"AGENT_SYSTEM_PROMPT file {str(path)!r} is not UTF-8 text") from None
     if not text:
-        raise _refused(f"AGENT_SYSTEM_PROMPT file {str(path)!r} is empty")
+        raise BadSetting(f"AGENT_SYSTEM_PROMPT file {str(path)!r} is empty")
     return text
 
 
@@ -188,7 +184,7 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Read the settings; creates the workspace folder when it is missing. Raises
-        EnvironmentError_ (a ValueError) naming the variable of a value it cannot use."""
+        BadSetting (a ValueError) naming the variable of a value it cannot use."""
         env = os.environ if environ is None else environ
         return cls.of(Environment.read(env), env)
 
@@ -240,7 +236,7 @@ class Settings:
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:
-            raise _refused(f"AGENT_STATE_DIR ({state}) must be outside AGENT_WORKSPACE")
+            raise BadSetting(f"AGENT_STATE_DIR ({state}) must be outside AGENT_WORKSPACE")
         return settings
 
     @property

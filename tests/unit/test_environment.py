@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.environment import Environment, EnvironmentError_
+from activities.environment import BadSetting, Environment
 from activities.settings import Settings
 from runtime.setting_error import SettingError
 
@@ -24,7 +24,7 @@ SWITCHES = [
 
 
 def refused(env: dict[str, str]) -> str:
-    with pytest.raises(EnvironmentError_) as caught:
+    with pytest.raises(BadSetting) as caught:
         Environment.read(env)
     message = str(caught.value)
     assert "\n" not in message
