@@ -37,6 +37,14 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    """A TCP port to listen on: 0 (any free one) to 65535."""
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {text}")
+    return value
+
+
 class _RuleSpec(argparse.Action):
     """`--allow SPEC` / `--deny SPEC`, kept in the order given (one list for both)."""
 
@@ -195,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve the encryption keys' codec to the Temporal UI and CLI (--codec-endpoint)",
     )
     codec.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
-    codec.add_argument("--port", type=_non_negative_int, default=8081, help="default 8081")
+    codec.add_argument("--port", type=_port, default=8081, help="default 8081")
     codec.add_argument(
         "--ui-origin",
         default="http://localhost:8233",
@@ -209,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         " it, local mode: loopback only, no sign-in, your OS user as the approver.",
     )
     web.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
-    web.add_argument("--port", type=_non_negative_int, default=8080, help="default 8080")
+    web.add_argument("--port", type=_port, default=8080, help="default 8080")
     web_sub = web.add_subparsers(dest="web_command", metavar="add-user")
     add_user = web_sub.add_parser(
         "add-user", help="add or replace a user in AGENT_WEB_USERS_FILE (password from stdin)"

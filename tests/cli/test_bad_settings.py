@@ -43,3 +43,11 @@ def test_the_starter_names_a_worker_mode_it_cannot_take(tmp_path):
     assert done.stderr == (
         "error: AGENT_SANDBOX must be one of auto, required, off, got 'sometimes'\n"
     )
+
+
+@pytest.mark.parametrize("command", ["web", "codec-server"])
+def test_a_port_is_a_port_number(command, tmp_path):
+    done = _run([sys.executable, "-m", "starter", command, "--port", "70000"], tmp_path)
+    assert done.returncode == 2
+    assert "argument --port: must be a port number from 0 to 65535, got 70000" in done.stderr
+    assert "Traceback" not in done.stderr
