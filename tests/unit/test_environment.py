@@ -10,6 +10,7 @@ import pytest
 
 from activities.environment import BadSetting, Environment
 from activities.settings import Settings
+from activities.text_calls import TEXT_CALL_MODES
 from runtime.setting_error import SettingError
 
 SWITCHES = [
@@ -71,7 +72,7 @@ def test_the_typos_of_the_report_no_longer_flip_the_setting(tmp_path: Path):
     ("name", "raw", "accepts"),
     [
         ("AGENT_SANDBOX", "maybe", "one of auto, required, off"),
-        ("LLM_TEXT_TOOL_CALLS", "always", "one of parse, warn, off"),
+        ("LLM_TEXT_TOOL_CALLS", "always", "one of " + ", ".join(TEXT_CALL_MODES)),
         ("AGENT_NOTIFY_FORMAT", "teams", "one of json, slack"),
     ],
 )
