@@ -365,9 +365,10 @@ class Environment(BaseSettings):
         setting(
             "LLM_TEXT_TOOL_CALLS",
             "parse",
-            "a reply whose whole text is a tool call (a fenced `json` block,"
-            " `<tool_call>…</tool_call>`, a bare JSON object): `parse` runs it as the call(s),"
-            " `warn` leaves it as text with a warning, `off` does neither",
+            "a reply whose whole text is a tool call: `parse` runs it as the call(s) when it is in"
+            " a call's syntax (`<tool_call>…</tool_call>`, one fenced `json` block), `bare` also"
+            " when it is only a bare JSON object, `warn` leaves it as text with a warning, `off`"
+            " does neither",
             shown="`parse`",
         )
     )
