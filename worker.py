@@ -67,6 +67,7 @@ from runtime.process import exit_now
 from runtime.sealed_logs import seal_logged_failures
 from runtime.search_attributes import ensure_search_attributes
 from runtime.setting_error import SettingError
+from runtime.shown_commands import worker_command
 from runtime.tracing import WORKER_SERVICE, install_tracing
 from runtime.worker_processes import FLAG, process_count, run_copies
 
@@ -182,7 +183,7 @@ def _copies_metrics(count: int) -> tuple[list[dict[str, str]], str]:
 
 def _processes(argv: list[str]) -> int:
     """The number of worker processes to run (`--processes`, AGENT_WORKER_PROCESSES)."""
-    parser = argparse.ArgumentParser(prog="python worker.py", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog=worker_command(), description=__doc__.split("\n")[0])
     parser.add_argument(
         FLAG, metavar="N", help="run N copies of this worker, each a process of its own"
     )

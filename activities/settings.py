@@ -1,267 +1,78 @@
 """Worker settings, read from the environment. Only the worker sees these: the LLM
-endpoint and key never enter workflow input, events or history."""
+endpoint and key never enter workflow input, events or history.
+
+`Settings.from_env` reads them through `activities.environment.Environment` (every setting typed,
+in one place, with one line naming the variable for a value it refuses) and resolves what only
+the worker may: its folders (the workspace is created) and the system prompt's file.
+"""
 
 from __future__ import annotations
 
 import os
-import re
-import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from activities.redaction import redact_url
-from activities.text_calls import TEXT_CALL_MODES, TextCallMode
-from activities.tools.sandbox import SANDBOX_MODES, SandboxMode
-from runtime.codec import ENV_KEY, ENV_KEYS
+from activities.environment import (
+    DEFAULT_MODEL,
+    DEFAULT_WORKSPACE,
+    MAX_SYSTEM_PROMPT_BYTES,
+    NOTIFY_FORMATS,
+    BadSetting,
+    Environment,
+    NotifyFormat,
+    api_key_problem,
+    shown_notify_url,
+)
+from activities.text_calls import TextCallMode
+from activities.tools.sandbox import SandboxMode
 from runtime.payload_store import conversation_budget_bytes, parse_store
 
-DEFAULT_MODEL = "gpt-4o-mini"
-DEFAULT_WORKSPACE = "agent-workspace"
+__all__ = [
+    "DEFAULT_MODEL",
+    "DEFAULT_WORKSPACE",
+    "MAX_SYSTEM_PROMPT_BYTES",
+    "NOTIFY_FORMATS",
+    "STATE_DIR_NAME",
+    "NotifyFormat",
+    "Settings",
+    "api_key_problem",
+    "shown_notify_url",
+]
+
 STATE_DIR_NAME = ".agent-state"
-MAX_SYSTEM_PROMPT_BYTES = 100_000
-"""The longest `AGENT_SYSTEM_PROMPT` (or its file) the worker takes: it goes with every request."""
-
-_FALSE = {"0", "false", "no", "off"}
-_TRUE = {"1", "true", "yes", "on"}
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-NotifyFormat = Literal["json", "slack"]
-NOTIFY_FORMATS: tuple[NotifyFormat, ...] = ("json", "slack")
-_TOOL_SPEC = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _sandbox_mode(environ: Mapping[str, str]) -> SandboxMode:
-    raw = (environ.get("AGENT_SANDBOX") or "auto").strip().lower()
-    for mode in SANDBOX_MODES:
-        if raw == mode:
-            return mode
-    raise ValueError(f"AGENT_SANDBOX must be one of {', '.join(SANDBOX_MODES)}, got {raw!r}")
-
-
-def _env_names(environ: Mapping[str, str]) -> tuple[str, ...]:
-    names = re.split(r"[\s,]+", (environ.get("AGENT_COMMAND_ENV") or "").strip())
-    names = [n for n in names if n]
-    for name in names:
-        if not _ENV_NAME.fullmatch(name):
-            raise ValueError(f"AGENT_COMMAND_ENV lists {name!r}, which is not a variable name")
-    return tuple(dict.fromkeys(names))
-
-
-def _tool_specs(environ: Mapping[str, str]) -> tuple[str, ...]:
-    specs = [s.strip() for s in (environ.get("AGENT_TOOLS") or "").split(",")]
-    specs = [s for s in specs if s]
-    for spec in specs:
-        if not _TOOL_SPEC.fullmatch(spec):
-            raise ValueError(f"AGENT_TOOLS lists {spec!r}, which is not package.module:attribute")
-    return tuple(dict.fromkeys(specs))
-
-
-def _float(environ: Mapping[str, str], key: str, default: float) -> float:
-    raw = (environ.get(key) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError as err:
-        raise ValueError(f"{key} must be a number of seconds, got {raw!r}") from err
-    if value <= 0:
-        raise ValueError(f"{key} must be positive, got {raw!r}")
-    return value
-
-
-def _boolean(environ: Mapping[str, str], key: str, default: bool) -> bool:
-    """A setting that is on or off; anything else is refused (a typo must not flip it)."""
-    raw = (environ.get(key) or "").strip().lower()
-    if not raw:
-        return default
-    if raw in _TRUE:
-        return True
-    if raw in _FALSE:
-        return False
-    raise ValueError(f"{key} must be true or false, got {raw!r}")
-
-
-def _text_call_mode(environ: Mapping[str, str]) -> TextCallMode:
-    raw = (environ.get("LLM_TEXT_TOOL_CALLS") or "parse").strip().lower()
-    for mode in TEXT_CALL_MODES:
-        if raw == mode:
-            return mode
-    choices = ", ".join(TEXT_CALL_MODES)
-    raise ValueError(f"LLM_TEXT_TOOL_CALLS must be one of {choices}, got {raw!r}")
-
-
-def _system_prompt(environ: Mapping[str, str]) -> str | None:
+def _system_prompt(raw: str | None) -> str | None:
     """`AGENT_SYSTEM_PROMPT`: the text itself, or `@FILE` to read it from a file (once)."""
-    raw = environ.get("AGENT_SYSTEM_PROMPT") or ""
-    if not raw.strip():
+    if raw is None:
         return None
     if not raw.startswith("@"):
-        text = raw.strip()
-    else:
-        path = Path(raw[1:].strip()).expanduser()
-        try:
-            data = path.read_bytes()
-        except OSError as err:
-            reason = err.strerror or type(err).__name__
-            raise ValueError(
-                f"AGENT_SYSTEM_PROMPT names {str(path)!r}, which cannot be read: {reason}"
-            ) from None
-        if len(data) > MAX_SYSTEM_PROMPT_BYTES:
-            raise ValueError(
-                f"AGENT_SYSTEM_PROMPT file {str(path)!r} has {len(data):,} bytes, more than the"
-                f" {MAX_SYSTEM_PROMPT_BYTES:,} a system prompt may have"
-            )
-        try:
-            text = data.decode("utf-8").strip()
-        except UnicodeDecodeError:
-            raise ValueError(f"AGENT_SYSTEM_PROMPT file {str(path)!r} is not UTF-8 text") from None
-        if not text:
-            raise ValueError(f"AGENT_SYSTEM_PROMPT file {str(path)!r} is empty")
-    if len(text.encode("utf-8")) > MAX_SYSTEM_PROMPT_BYTES:
-        raise ValueError(
-            f"AGENT_SYSTEM_PROMPT has more than the {MAX_SYSTEM_PROMPT_BYTES:,} bytes a system"
-            " prompt may have"
+        return raw.strip()
+    path = Path(raw[1:].strip()).expanduser()
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise BadSetting(
+            f"AGENT_SYSTEM_PROMPT names {str(path)!r}, which cannot be read: {reason}"
+        ) from None
+    if len(data) > MAX_SYSTEM_PROMPT_BYTES:
+        raise BadSetting(
+            f"AGENT_SYSTEM_PROMPT file {str(path)!r} has {len(data):,} bytes, more than the"
+            f" {MAX_SYSTEM_PROMPT_BYTES:,} a system prompt may have"
         )
+    try:
+        text = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise BadSetting(f"AGENT_SYSTEM_PROMPT file {str(path)!r} is not UTF-8 text") from None
+    if not text:
+        raise BadSetting(f"AGENT_SYSTEM_PROMPT file {str(path)!r} is empty")
     return text
 
 
-def _positive_int(environ: Mapping[str, str], key: str) -> int | None:
-    raw = (environ.get(key) or "").strip()
-    if not raw:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ValueError(f"{key} must be a positive whole number, got {raw!r}")
-    return value
-
-
-def _days(environ: Mapping[str, str], key: str, default: float) -> float:
-    raw = (environ.get(key) or "").strip()
-    try:
-        value = float(raw) if raw else default
-    except ValueError:
-        value = 0.0
-    if not value > 0:
-        raise ValueError(f"{key} must be a positive number of days, got {raw!r}")
-    return value
-
-
-def api_key_problem(key: str) -> str | None:
-    """Why `key` cannot be sent as `Authorization: Bearer <key>`, or None. An HTTP header carries
-    printable ASCII; a key with a line break (a file read with its newline, a pasted
-    continuation) would otherwise fail inside the HTTP library, in errors that quote it. The
-    answer names the kind of character and its position, never the key."""
-    for position, char in enumerate(key, start=1):
-        if "!" <= char <= "~":
-            continue
-        if char in "\r\n":
-            kind = "a line break"
-        elif char.isspace():
-            kind = "white space"
-        elif ord(char) < 32 or ord(char) == 127:
-            kind = "a control character"
-        else:
-            kind = "a non-ASCII character"
-        return (
-            f"LLM_API_KEY has {kind} at position {position} of {len(key)}; an API key is one"
-            " line of printable ASCII (check how it was set)"
-        )
-    return None
-
-
-def shown_notify_url(url: str) -> str:
-    """`AGENT_NOTIFY_URL` as it may be shown: scheme, host and port only. Its path is as secret as
-    its user info and query (a Slack webhook's path is its token), so it is never printed."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        host = parts.hostname
-        port = parts.port
-    except ValueError:
-        return "<unreadable URL>"
-    if not parts.scheme or not host:
-        return "<not a URL>"
-    shown_host = f"[{host}]" if ":" in host else host
-    where = f"{shown_host}:{port}" if port is not None else shown_host
-    rest = "/…" if (parts.path not in ("", "/") or parts.query or parts.fragment) else ""
-    return f"{parts.scheme}://{where}{rest}"
-
-
-def _http_url(raw: str) -> bool:
-    try:
-        parts = urllib.parse.urlsplit(raw)
-        _ = parts.port  # a port that is not a number raises here
-        return parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:  # an unclosed `[` of an IPv6 host, a port that is not a number
-        return False
-
-
-def _notify_url(environ: Mapping[str, str]) -> str | None:
-    raw = (environ.get("AGENT_NOTIFY_URL") or "").strip()
-    if not raw:
-        return None
-    if not _http_url(raw):
-        raise ValueError(
-            f"AGENT_NOTIFY_URL must be an http:// or https:// URL, got {shown_notify_url(raw)!r}"
-        )
-    return raw
-
-
-def _notify_format(environ: Mapping[str, str]) -> NotifyFormat:
-    raw = (environ.get("AGENT_NOTIFY_FORMAT") or "json").strip().lower()
-    for choice in NOTIFY_FORMATS:
-        if raw == choice:
-            return choice
-    raise ValueError(
-        f"AGENT_NOTIFY_FORMAT must be one of {', '.join(NOTIFY_FORMATS)}, got {raw[:40]!r}"
-    )
-
-
-def _inbox_url(environ: Mapping[str, str]) -> str | None:
-    """`AGENT_INBOX_URL`: where people open the web inbox; notifications link to its run pages.
-    It goes out with every notification, so it may carry no credentials."""
-    raw = (environ.get("AGENT_INBOX_URL") or "").strip()
-    if not raw:
-        return None
-    if not _http_url(raw):
-        raise ValueError(
-            f"AGENT_INBOX_URL must be an http:// or https:// URL, got {redact_url(raw)[:200]!r}"
-        )
-    parts = urllib.parse.urlsplit(raw)
-    if "@" in parts.netloc or parts.query or parts.fragment:
-        raise ValueError(
-            "AGENT_INBOX_URL must be the web inbox's address (http(s)://HOST[:PORT][/PATH]),"
-            f" without user info, query or fragment: got {redact_url(raw)[:200]!r}"
-        )
-    path = parts.path.rstrip("/")
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
-
-
-def encryption_on(environ: Mapping[str, str]) -> bool:
-    """Whether an encryption key is set (AGENT_ENCRYPTION_KEY or AGENT_ENCRYPTION_KEYS; the data
-    converter checks the keys themselves)."""
-    return bool((environ.get(ENV_KEYS) or "").strip() or (environ.get(ENV_KEY) or "").strip())
-
-
-def _base_url(environ: Mapping[str, str]) -> str | None:
-    raw = (environ.get("LLM_BASE_URL") or "").strip()
-    if not raw:
-        return None
-    try:
-        parts = urllib.parse.urlsplit(raw)
-        usable = parts.scheme in ("http", "https") and bool(parts.hostname)
-    except ValueError:  # e.g. an unclosed `[` of an IPv6 host
-        usable = False
-    if not usable:
-        raise ValueError(
-            f"LLM_BASE_URL must be an http:// or https:// URL, got {redact_url(raw)!r}"
-        )
-    # A trailing `/` of the path goes (the client adds `/chat/completions`); a query stays as it is.
-    path = parts.path.rstrip("/")
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
+def _path(raw: str | None) -> Path | None:
+    return Path(raw).expanduser().resolve() if raw else None
 
 
 @dataclass(frozen=True)
@@ -372,63 +183,60 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Read the settings; creates the workspace folder when it is missing."""
+        """Read the settings; creates the workspace folder when it is missing. Raises
+        BadSetting (a ValueError) naming the variable of a value it cannot use."""
         env = os.environ if environ is None else environ
-        base_url = _base_url(env)
-        api_key = (env.get("LLM_API_KEY") or "").strip() or None
-        problem = api_key_problem(api_key) if api_key else None
-        if problem:
-            raise ValueError(problem)
-        model = (env.get("LLM_MODEL") or "").strip() or DEFAULT_MODEL
-        workspace = Path(env.get("AGENT_WORKSPACE") or DEFAULT_WORKSPACE).expanduser().resolve()
+        return cls.of(Environment.read(env), env)
+
+    @classmethod
+    def of(cls, given: Environment, environ: Mapping[str, str]) -> Settings:
+        """The worker's settings from checked ones: folders resolved (the workspace created), the
+        system prompt's file read; `environ` for the payload store's budget."""
+        workspace = Path(given.workspace).expanduser().resolve()
         workspace.mkdir(parents=True, exist_ok=True)
-        state_raw = (env.get("AGENT_STATE_DIR") or "").strip()
-        state_dir = Path(state_raw).expanduser().resolve() if state_raw else None
-        mcp_raw = (env.get("AGENT_MCP_CONFIG") or "").strip()
-        policy_raw = (env.get("AGENT_POLICY_FILE") or "").strip()
-        stream = (env.get("LLM_STREAM") or "true").strip().lower() not in _FALSE
-        stream_deltas = (env.get("AGENT_STREAM_DELTAS") or "true").strip().lower() not in _FALSE
-        flush_chars = int(_float(env, "AGENT_STREAM_FLUSH_CHARS", 2_000))
+        notify_arguments = given.notify_arguments
         settings = cls(
-            llm_base_url=base_url,
-            llm_api_key=api_key,
-            llm_model=model,
+            llm_base_url=given.llm_base_url,
+            llm_api_key=given.llm_api_key,
+            llm_model=given.llm_model,
             workspace=workspace,
-            command_timeout_seconds=_float(env, "AGENT_COMMAND_TIMEOUT_SECONDS", 30.0),
-            llm_stream=stream,
-            state_dir=state_dir,
-            llm_timeout_seconds=_float(env, "LLM_TIMEOUT_SECONDS", 120.0),
-            llm_max_tokens=_positive_int(env, "LLM_MAX_TOKENS"),
-            llm_max_wait=_float(env, "LLM_MAX_WAIT", 600.0),
-            stream_deltas=stream_deltas,
-            stream_flush_seconds=_float(env, "AGENT_STREAM_FLUSH_SECONDS", 1.0),
-            stream_flush_chars=max(1, flush_chars),
-            sandbox=_sandbox_mode(env),
-            command_env=_env_names(env),
-            command_network=(env.get("AGENT_COMMAND_NETWORK") or "").strip().lower() in _TRUE,
-            command_max_processes=_positive_int(env, "AGENT_COMMAND_MAX_PROCESSES") or 256,
-            command_max_memory_mb=_positive_int(env, "AGENT_COMMAND_MAX_MEMORY_MB") or 1024,
-            state_retention_days=_days(env, "AGENT_STATE_RETENTION_DAYS", 30.0),
-            tools=_tool_specs(env),
-            builtin_tools=(env.get("AGENT_BUILTIN_TOOLS") or "true").strip().lower() not in _FALSE,
-            mcp_config=Path(mcp_raw).expanduser().resolve() if mcp_raw else None,
-            policy_file=Path(policy_raw).expanduser().resolve() if policy_raw else None,
-            llm_text_tool_calls=_text_call_mode(env),
-            llm_parallel_tool_calls=_boolean(env, "LLM_PARALLEL_TOOL_CALLS", True),
-            system_prompt=_system_prompt(env),
-            llm_context_tokens=_positive_int(env, "LLM_CONTEXT_TOKENS"),
-            llm_summary_model=(env.get("LLM_SUMMARY_MODEL") or "").strip() or None,
-            conversation_bytes=conversation_budget_bytes(env),
-            payload_store=parse_store(env) is not None,
-            notify_url=_notify_url(env),
-            notify_format=_notify_format(env),
-            notify_arguments=_boolean(env, "AGENT_NOTIFY_ARGUMENTS", not encryption_on(env)),
-            inbox_url=_inbox_url(env),
-            trace_content=_boolean(env, "AGENT_TRACE_CONTENT", False),
+            command_timeout_seconds=given.command_timeout_seconds,
+            llm_stream=given.llm_stream,
+            state_dir=_path(given.state_dir),
+            llm_timeout_seconds=given.llm_timeout_seconds,
+            llm_max_wait=given.llm_max_wait,
+            llm_max_tokens=given.llm_max_tokens,
+            stream_deltas=given.stream_deltas,
+            stream_flush_seconds=given.stream_flush_seconds,
+            stream_flush_chars=max(1, int(given.stream_flush_chars)),
+            sandbox=given.sandbox,
+            command_env=given.command_env,
+            command_network=given.command_network,
+            command_max_processes=given.command_max_processes,
+            command_max_memory_mb=given.command_max_memory_mb,
+            state_retention_days=given.state_retention_days,
+            tools=given.tools,
+            builtin_tools=given.builtin_tools,
+            mcp_config=_path(given.mcp_config),
+            policy_file=_path(given.policy_file),
+            llm_text_tool_calls=given.llm_text_tool_calls,
+            llm_parallel_tool_calls=given.llm_parallel_tool_calls,
+            system_prompt=_system_prompt(given.system_prompt),
+            llm_context_tokens=given.llm_context_tokens,
+            llm_summary_model=given.llm_summary_model,
+            conversation_bytes=conversation_budget_bytes(environ),
+            payload_store=parse_store(environ) is not None,
+            notify_url=given.notify_url,
+            notify_format=given.notify_format,
+            notify_arguments=(
+                notify_arguments if notify_arguments is not None else not given.encryption_on
+            ),
+            inbox_url=given.inbox_url,
+            trace_content=given.trace_content,
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:
-            raise ValueError(f"AGENT_STATE_DIR ({state}) must be outside AGENT_WORKSPACE")
+            raise BadSetting(f"AGENT_STATE_DIR ({state}) must be outside AGENT_WORKSPACE")
         return settings
 
     @property

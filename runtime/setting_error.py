@@ -1,8 +1,11 @@
-"""The error of a setting that every program reads (through the data converter) and cannot use.
+"""The error of a setting a program cannot use.
 
-The worker, the starter and the codec server catch this one type around `data_converter()`, so a
-bad encryption key and a bad payload store both stop a program with one line naming the
-variable (exit code 2), never with a traceback.
+Every program checks its settings at start and catches this one type: the typed settings
+(`activities.environment.Environment`: a switch that is not true or false, a mode that is not one
+of its words, a number that is not positive, a URL without its scheme), the encryption key and the
+payload store (through `data_converter()`), the metrics address and the worker's process count.
+Each stops the program with one line naming the variable and what it accepts (exit code 2), never
+with a traceback.
 """
 
 from __future__ import annotations

@@ -10,9 +10,11 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NoReturn
 
+from activities.environment import Environment
 from runtime.connect import connect, connect_config, data_converter
 from runtime.process import exit_now
 from runtime.setting_error import SettingError
+from runtime.shown_commands import starter_command
 from runtime.telemetry import install_quiet_runtime
 from starter import commands
 from starter.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, cannot_reach, translate
@@ -32,6 +34,14 @@ def _non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    """A TCP port to listen on: 0 (any free one) to 65535."""
+    value = int(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number from 0 to 65535, got {text}")
     return value
 
 
@@ -79,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="machine-readable output: one JSON object per line",
     )
     parser = argparse.ArgumentParser(
-        prog="python -m starter",
+        prog=starter_command(),
         description="Start, follow, approve and cancel durable agent runs (AgentWorkflow). "
         "Connects through temporalio.envconfig: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, "
         "TEMPORAL_API_KEY, TEMPORAL_TLS*, TEMPORAL_PROFILE (default localhost:7233). "
@@ -193,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve the encryption keys' codec to the Temporal UI and CLI (--codec-endpoint)",
     )
     codec.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
-    codec.add_argument("--port", type=_non_negative_int, default=8081, help="default 8081")
+    codec.add_argument("--port", type=_port, default=8081, help="default 8081")
     codec.add_argument(
         "--ui-origin",
         default="http://localhost:8233",
@@ -207,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
         " it, local mode: loopback only, no sign-in, your OS user as the approver.",
     )
     web.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
-    web.add_argument("--port", type=_non_negative_int, default=8080, help="default 8080")
+    web.add_argument("--port", type=_port, default=8080, help="default 8080")
     web_sub = web.add_subparsers(dest="web_command", metavar="add-user")
     add_user = web_sub.add_parser(
         "add-user", help="add or replace a user in AGENT_WEB_USERS_FILE (password from stdin)"
@@ -238,6 +248,11 @@ async def amain(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     install_quiet_runtime()
     out = Output(json_mode=bool(args.json or getattr(args, "json_here", False)))
+    try:
+        Environment.read()  # every setting, checked once: a typo stops every program alike
+    except SettingError as err:
+        out.error(str(err))
+        return EXIT_USAGE
     if args.command == "codec-server":
         from starter.codec_server import serve
 

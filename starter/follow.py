@@ -25,6 +25,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
+from runtime.shown_commands import starter_command
 from starter.errors import refusal
 from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
 from starter.output import Output
@@ -68,7 +69,8 @@ class Followed:
 
 
 def cli_name() -> str:
-    return "python -m starter"
+    """The starter as it runs from here (`.venv/bin/python -m starter` on a fresh clone)."""
+    return starter_command()
 
 
 class _Prompts:

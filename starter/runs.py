@@ -100,6 +100,9 @@ class RunRow:
     """Where the counts come from: `memo` (a finished run), `audit` (asked of an open run)."""
     error: str | None = None
     """Why the run ended, when it ended with an error (its memo says, from this release on)."""
+    prompt: str | None = None
+    """The run's first user message as its memo keeps it (cut short); None for a run started
+    before the memo had it, or a memo this program cannot read."""
 
     @property
     def is_open(self) -> bool:
@@ -117,6 +120,7 @@ class RunRow:
             "tokens": self.tokens.model_dump() if self.tokens else None,
             "counts_from": self.counts_from,
             "error": self.error,
+            "prompt": self.prompt,
         }
 
 
@@ -222,6 +226,16 @@ def _memo_counts(memo: Any) -> tuple[str | None, AuditCounts | None, Usage | Non
     return (reason if isinstance(reason, str) else None), counts, tokens
 
 
+async def _prompt(execution: WorkflowExecution) -> str | None:
+    """The first user message the run put in its memo, or None."""
+    try:
+        prompt = await execution.memo_value("prompt", None)
+    except Exception as err:  # e.g. sealed with a key this program lacks
+        log.debug("memo of %s unreadable: %s", execution.id, err)
+        return None
+    return prompt if isinstance(prompt, str) and prompt else None
+
+
 async def row_of(execution: WorkflowExecution) -> RunRow:
     """One listed run as a row: its status from Temporal's and the search attributes, its
     counts from its memo when it has one (a memo this program cannot read counts as none)."""
@@ -252,6 +266,7 @@ async def row_of(execution: WorkflowExecution) -> RunRow:
         tokens=tokens,
         counts_from="memo" if counts is not None else None,
         error=error,
+        prompt=await _prompt(execution),
     )
 
 

@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
     from workflows import bounds, metrics, names
     from workflows.approvals import Approvals
-    from workflows.audit import audit_memo, audit_view
+    from workflows.audit import audit_memo, audit_view, prompt_memo
     from workflows.batch import Batch, InFlight
     from workflows.bounds import Limits
     from workflows.compaction import Compactor
@@ -205,6 +205,8 @@ class AgentWorkflow:
                 state.worker_policy = await calls.worker_policy()
         if state.generation > 0:
             return None
+        if self._behaviour.sound_seams and (memo := prompt_memo(state)):
+            workflow.upsert_memo(memo)  # the runs page's prompt column, without a query per row
         if problem := self._approvals.unmatchable(state.run_rules):
             await self._refuse(f"Invalid AgentRunInput: options.approval_policy: {problem}")
         self._warn_unknown_options()

@@ -67,6 +67,17 @@ def audit_view(state: AgentState) -> AuditView:
     )
 
 
+PROMPT_MEMO_CHARS = 200
+"""How much of a run's first user message its memo keeps (the runs page shows less)."""
+
+
+def prompt_memo(state: AgentState) -> dict[str, Any]:
+    """The run's first user message, cut short, for the runs page's prompt column: set once by
+    the first generation (continue-as-new keeps the memo). Empty without a user message."""
+    first = next((m.content for m in state.messages if m.role == "user" and m.content), None)
+    return {"prompt": bounds.shown(first, PROMPT_MEMO_CHARS)} if first else {}
+
+
 def audit_memo(
     state: AgentState, finish_reason: str, error: str | None = None, run_id: str | None = None
 ) -> dict[str, Any]:

@@ -95,6 +95,15 @@ def _templates() -> Environment:
     return env
 
 
+def run_ended(watch: RunWatch) -> bool:
+    """Whether the run is over (finished, or closed by Temporal): its page then offers no
+    `Cancel run` and no `Send`. A watch that failed (`cannot watch: …`) says nothing of the run."""
+    state = watch.state
+    if state.status is not None and state.status.phase == "finished":
+        return True
+    return bool(state.closed) and not str(state.closed).startswith("cannot")
+
+
 class WebApp:
     """The application's state: the client, the shared polls and the sign-in machinery."""
 
@@ -267,6 +276,7 @@ class WebApp:
         status = state.status
         run = watch.waiting
         return {
+            "ended": run_ended(watch),
             "workflow_id": watch.workflow_id,
             "status": status,
             "closed": state.closed,
@@ -301,6 +311,7 @@ class WebApp:
             "next_piece": len(state.pieces),
             "version": watch.changes.version,
             "done": watch.done,
+            "ended": run_ended(watch),
             "parts": None,
         }
         if seen != watch.changes.version:

@@ -346,11 +346,10 @@ class Signer:
         self._key = secret
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> Signer:
+    def of(cls, secret: str | None) -> Signer:
         """`AGENT_WEB_SECRET` keeps sessions across restarts; without it, a random key (every
         restart signs everyone out)."""
-        value = (environ if environ is not None else os.environ).get(ENV_SECRET)
-        return cls(value.encode() if value else os.urandom(32))
+        return cls(secret.encode() if secret else os.urandom(32))
 
     def _mac(self, data: bytes) -> str:
         return base64.urlsafe_b64encode(hmac.new(self._key, data, hashlib.sha256).digest()).decode()

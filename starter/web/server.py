@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
-import os
 import signal
 import sys
 from pathlib import Path
@@ -14,7 +13,9 @@ from pathlib import Path
 import uvicorn
 from temporalio.client import Client
 
+from activities.environment import Environment
 from runtime.connect import connect, connect_config, task_queue
+from runtime.shown_commands import starter_command
 from starter.codec_server import listen
 from starter.errors import cannot_reach
 from starter.follow import default_approver
@@ -37,22 +38,24 @@ class StartError(Exception):
     """The server cannot start as configured; the message is the one line to print."""
 
 
-def make_guard(host: str, environ: dict[str, str] | os._Environ[str]) -> Guard:
+def make_guard(host: str, settings: Environment) -> Guard:
     """Signed-in mode with a users file; local mode (loopback only) without one."""
-    path = environ.get(ENV_USERS_FILE)
+    path = settings.web_users_file
+    signer = Signer.of(settings.web_secret)
     if not path:
         if not is_loopback(host):
             raise StartError(
                 f"--host {host} is not a loopback address: set {ENV_USERS_FILE} (see"
-                " `python -m starter web add-user`) so that people sign in, or serve on 127.0.0.1"
+                f" `{starter_command()} web add-user`) so that people sign in, or serve on"
+                " 127.0.0.1"
             )
-        return Guard(Signer.from_env(dict(environ)), None, default_approver())
+        return Guard(signer, None, default_approver())
     try:
         users = UsersFile(Path(path))
     except UsersFileError as err:
         raise StartError(f"{ENV_USERS_FILE}: {err}") from None
     ended = EndedSessions(ended_sessions_file(Path(path)))
-    return Guard(Signer.from_env(dict(environ)), users, default_approver(), ended)
+    return Guard(signer, users, default_approver(), ended)
 
 
 def ended_sessions_file(users_file: Path) -> Path:
@@ -63,7 +66,7 @@ def ended_sessions_file(users_file: Path) -> Path:
 async def serve(host: str, port: int, client: Client | None = None) -> int:
     """Serve until SIGINT or SIGTERM; returns the exit code."""
     try:
-        guard = make_guard(host, os.environ)
+        guard = make_guard(host, Environment.read())
     except StartError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return EXIT_USAGE
@@ -109,7 +112,7 @@ def read_password() -> str | None:
 
 
 def cmd_add_user(name: str, with_token: bool) -> int:
-    path = os.environ.get(ENV_USERS_FILE)
+    path = Environment.read().web_users_file
     if not path:
         print(f"error: set {ENV_USERS_FILE} to the users file to write", file=sys.stderr)
         return EXIT_USAGE

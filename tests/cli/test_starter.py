@@ -492,7 +492,8 @@ async def pending_pin(agent: Agent, workflow_id: str) -> tuple[str, list[str]]:
     lines = result.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith(workflow_id))
     shown, pin = lines[at + 1].strip(), lines[at + 2].split()
-    assert pin[:3] == ["python", "-m", "starter"] and pin[3] == "approve|reject", pin
+    # The starter as it runs from where it was started (`.venv/bin/python -m starter` here).
+    assert pin[0].endswith("python") and pin[1:4] == ["-m", "starter", "approve|reject"], pin
     assert pin[4:6] == [workflow_id, "call_1"], pin
     return shown, pin[6:]
 

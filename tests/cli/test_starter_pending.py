@@ -81,7 +81,7 @@ async def test_pending_lists_a_waiting_run_while_no_worker_answers(
         line = next(x for x in result.stdout.splitlines() if x.startswith(workflow_id))
         assert line == f"{workflow_id} (1 call pending; details unavailable until a worker answers)"
         assert "no runs are waiting for approval" not in result.stdout
-        assert "answer: python -m starter approve|reject WORKFLOW_ID CALL_ID" in result.stdout
+        assert "python -m starter approve|reject WORKFLOW_ID CALL_ID" in result.stdout
         assert result.stderr == ""
 
         as_json = await starter("pending", "--json", env=env)

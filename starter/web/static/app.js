@@ -219,6 +219,11 @@
         after = e.seq;
         if (e.type === "text_delta") liveText.textContent = "";
       });
+      if (data.ended) {
+        // A run that is over takes no cancel and no message: its controls go.
+        const controls = document.querySelector("section.controls");
+        if (controls) controls.remove();
+      }
       if (data.parts) {
         version = String(data.version);
         document.getElementById("phase").innerHTML = data.parts.phase;

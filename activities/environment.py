@@ -1,0 +1,676 @@
+"""Every setting of the project's programs, typed, in one place: `Environment` reads the
+environment once and refuses a value it cannot use with one line naming the variable and what it
+accepts (`BadSetting`). The worker turns it into its `Settings`; the starter and the web
+inbox read it at start too, so a typo (`LLM_STREAM=flase`) stops every program the same way.
+
+The fields' docs are the settings' documentation: `python -m activities.settings_table` prints the
+table of the README and of docs/running.md from them.
+
+Values are strings in the environment; one rule each decides what a string means: a switch is
+`true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off` (any case) and nothing else; a mode is one of its
+listed words; a number is positive; a URL has its scheme. An empty or blank value means "unset".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from activities.redaction import redact_url
+from activities.text_calls import TEXT_CALL_MODES, TextCallMode
+from activities.tools.sandbox import SANDBOX_MODES, SandboxMode
+from runtime.setting_error import SettingError
+
+DEFAULT_MODEL = "gpt-4o-mini"
+DEFAULT_WORKSPACE = "agent-workspace"
+MAX_SYSTEM_PROMPT_BYTES = 100_000
+"""The longest `AGENT_SYSTEM_PROMPT` (or its file) the worker takes: it goes with every request."""
+MAX_WORKER_PROCESSES = 64
+
+NotifyFormat = Literal["json", "slack"]
+NOTIFY_FORMATS: tuple[NotifyFormat, ...] = ("json", "slack")
+TRUE_WORDS = ("true", "1", "yes", "on")
+FALSE_WORDS = ("false", "0", "no", "off")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TOOL_SPEC = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+
+
+class BadSetting(SettingError):
+    """A setting no program may start with; the message is one line naming the variable."""
+
+
+def _shown(raw: object) -> str:
+    return repr(str(raw)[:40])
+
+
+def _switch(raw: object) -> bool:
+    """The one rule of every on/off setting: a typo must not flip it."""
+    if isinstance(raw, bool):
+        return raw
+    word = str(raw).strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    raise ValueError(f"must be true or false (or 1/0, yes/no, on/off), got {_shown(raw)}")
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[object], str]:
+    def check(raw: object) -> str:
+        word = str(raw).strip().lower()
+        if word not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, got {_shown(raw)}")
+        return word
+
+    return check
+
+
+def _positive(what: str) -> Callable[[object], float]:
+    def check(raw: object) -> float:
+        try:
+            value = float(str(raw).strip())
+        except ValueError:
+            value = 0.0
+        if not 0 < value < float("inf"):
+            raise ValueError(f"must be a positive number of {what}, got {_shown(raw)}")
+        return value
+
+    return check
+
+
+def _whole(raw: object) -> int:
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"must be a positive whole number, got {_shown(raw)}")
+    return value
+
+
+def _names(raw: object) -> tuple[str, ...]:
+    names = [n for n in re.split(r"[\s,]+", str(raw).strip()) if n]
+    for name in names:
+        if not _ENV_NAME.fullmatch(name):
+            raise ValueError(f"lists {name[:40]!r}, which is not a variable name")
+    return tuple(dict.fromkeys(names))
+
+
+def _tool_specs(raw: object) -> tuple[str, ...]:
+    specs = [s.strip() for s in str(raw).split(",") if s.strip()]
+    for spec in specs:
+        if not _TOOL_SPEC.fullmatch(spec):
+            raise ValueError(f"lists {spec[:80]!r}, which is not package.module:attribute")
+    return tuple(dict.fromkeys(specs))
+
+
+def http_url(raw: str) -> bool:
+    """Whether `raw` is an http:// or https:// URL with a host (and a port that is a number)."""
+    try:
+        parts = urllib.parse.urlsplit(raw)
+        _ = parts.port  # a port that is not a number raises here
+        return parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:  # an unclosed `[` of an IPv6 host, a port that is not a number
+        return False
+
+
+def shown_notify_url(url: str) -> str:
+    """`AGENT_NOTIFY_URL` as it may be shown: scheme, host and port only. Its path is as secret as
+    its user info and query (a Slack webhook's path is its token), so it is never printed."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname
+        port = parts.port
+    except ValueError:
+        return "<unreadable URL>"
+    if not parts.scheme or not host:
+        return "<not a URL>"
+    shown_host = f"[{host}]" if ":" in host else host
+    where = f"{shown_host}:{port}" if port is not None else shown_host
+    rest = "/…" if (parts.path not in ("", "/") or parts.query or parts.fragment) else ""
+    return f"{parts.scheme}://{where}{rest}"
+
+
+def _base_url(raw: object) -> str:
+    """The endpoint without a trailing `/` (the client adds `/chat/completions`); a query stays."""
+    text = str(raw).strip()
+    if not http_url(text):
+        raise ValueError(f"must be an http:// or https:// URL, got {redact_url(text)!r}")
+    parts = urllib.parse.urlsplit(text)
+    path = parts.path.rstrip("/")
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
+
+
+def _notify_url(raw: object) -> str:
+    text = str(raw).strip()
+    if not http_url(text):
+        raise ValueError(f"must be an http:// or https:// URL, got {shown_notify_url(text)!r}")
+    return text
+
+
+def _inbox_url(raw: object) -> str:
+    """It goes out with every notification, so it may carry no credentials."""
+    text = str(raw).strip()
+    if not http_url(text):
+        raise ValueError(f"must be an http:// or https:// URL, got {redact_url(text)[:200]!r}")
+    parts = urllib.parse.urlsplit(text)
+    if "@" in parts.netloc or parts.query or parts.fragment:
+        raise ValueError(
+            "must be the web inbox's address (http(s)://HOST[:PORT][/PATH]), without user info,"
+            f" query or fragment: got {redact_url(text)[:200]!r}"
+        )
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+
+
+def _endpoint_url(raw: object) -> str:
+    text = str(raw).strip()
+    if not http_url(text):
+        raise ValueError(f"must be an http:// or https:// URL, got {redact_url(text)[:200]!r}")
+    return text
+
+
+def api_key_problem(key: str) -> str | None:
+    """Why `key` cannot be sent as `Authorization: Bearer <key>`, or None. An HTTP header carries
+    printable ASCII; a key with a line break (a file read with its newline, a pasted
+    continuation) would otherwise fail inside the HTTP library, in errors that quote it. The
+    answer names the kind of character and its position, never the key."""
+    for position, char in enumerate(key, start=1):
+        if "!" <= char <= "~":
+            continue
+        if char in "\r\n":
+            kind = "a line break"
+        elif char.isspace():
+            kind = "white space"
+        elif ord(char) < 32 or ord(char) == 127:
+            kind = "a control character"
+        else:
+            kind = "a non-ASCII character"
+        return (
+            f"LLM_API_KEY has {kind} at position {position} of {len(key)}; an API key is one"
+            " line of printable ASCII (check how it was set)"
+        )
+    return None
+
+
+def _api_key(raw: object) -> str:
+    key = str(raw).strip()
+    problem = api_key_problem(key)
+    if problem:
+        raise ValueError(problem)
+    return key
+
+
+def _system_prompt(raw: object) -> str:
+    text = str(raw)
+    if not text.startswith("@") and len(text.strip().encode("utf-8")) > MAX_SYSTEM_PROMPT_BYTES:
+        raise ValueError(
+            f"has more than the {MAX_SYSTEM_PROMPT_BYTES:,} bytes a system prompt may have"
+        )
+    return text
+
+
+def _host_port(raw: object) -> str:
+    """`HOST:PORT`, the port a number from 1 to 65535 (the host is resolved when it is served)."""
+    text = str(raw).strip()
+    host, sep, port = text.rpartition(":")
+    if not sep or not host.strip("[]") or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"must be HOST:PORT (e.g. 127.0.0.1:9464), got {text[:80]!r}")
+    return text
+
+
+def _processes(raw: object) -> int:
+    text = str(raw).strip()
+    value = int(text) if text.isdigit() else 0
+    if not 1 <= value <= MAX_WORKER_PROCESSES:
+        raise ValueError(
+            f"must be a whole number from 1 to {MAX_WORKER_PROCESSES}, got {_shown(raw)}"
+        )
+    return value
+
+
+def _megabytes(raw: object) -> float:
+    value = _positive("megabytes")(raw)
+    if value > 1024:
+        raise ValueError(f"must be a number of megabytes above 0, at most 1024, got {_shown(raw)}")
+    return value
+
+
+Switch = Annotated[bool, BeforeValidator(_switch)]
+Seconds = Annotated[float, BeforeValidator(_positive("seconds"))]
+Count = Annotated[int, BeforeValidator(_whole)]
+
+
+def setting(
+    name: str,
+    default: Any,
+    doc: str,
+    *,
+    shown: str,
+    used_by: str = "worker",
+    readme: bool = False,
+    secret: bool = False,
+) -> Any:
+    """One setting: its variable, its default, and its row of the documentation's table (`shown`:
+    the default as people read it; `readme`: also in the README's short table)."""
+    extra: dict[str, Any] = {"shown": shown, "used_by": used_by, "readme": readme}
+    return Field(
+        default=default,
+        validation_alias=name,
+        description=doc,
+        repr=not secret,
+        json_schema_extra=extra,
+    )
+
+
+class _Variables(PydanticBaseSettingsSource):
+    """The settings' variables of one environment (a mapping; default the process's): each one
+    set to something other than blank, stripped. Values are never parsed as JSON."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        super().__init__(settings_cls)
+        self._environ = environ
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        name = str(field.validation_alias or field_name)
+        raw = self._environ.get(name)
+        return (raw.strip() if raw and raw.strip() else None), name, False
+
+    def __call__(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for field_name, field in self.settings_cls.model_fields.items():
+            value, name, _ = self.get_field_value(field, field_name)
+            if value is not None:
+                found[name] = value
+        return found
+
+
+def one_line(err: ValidationError) -> str:
+    """The first refused value as one line that starts with its variable's name."""
+    errors = err.errors(include_url=False)
+    first = errors[0]
+    name = str(first["loc"][0]) if first["loc"] else "a setting"
+    cause = first.get("ctx", {}).get("error")
+    message = str(cause) if cause is not None else str(first["msg"])
+    line = message if message.startswith(name) else f"{name} {message}"
+    more = len({e["loc"][0] for e in errors if e["loc"]} - {name})
+    return f"{line} (and {more} more setting(s) refused)" if more else line
+
+
+class Environment(BaseSettings):
+    """The settings as the environment gives them, each checked by its own rule. Paths are not
+    resolved and files not read here (that is the worker's `Settings.from_env`), so the starter
+    and the web inbox may check them on a machine without the worker's files."""
+
+    model_config = SettingsConfigDict(
+        case_sensitive=True, extra="ignore", frozen=True, validate_default=False
+    )
+
+    llm_base_url: Annotated[str | None, BeforeValidator(_base_url)] = setting(
+        "LLM_BASE_URL",
+        None,
+        "an OpenAI-compatible endpoint, e.g. `https://api.openai.com/v1` (http or https)",
+        shown="*(unset → `scripted`)*",
+        readme=True,
+        secret=True,
+    )
+    llm_api_key: Annotated[str | None, BeforeValidator(_api_key)] = setting(
+        "LLM_API_KEY",
+        None,
+        "sent only as `Authorization: Bearer …`; never printed",
+        shown="*(none)*",
+        readme=True,
+        secret=True,
+    )
+    llm_model: str = setting(
+        "LLM_MODEL",
+        DEFAULT_MODEL,
+        "model name; a run's `options.model` overrides it",
+        shown="`gpt-4o-mini`",
+        readme=True,
+    )
+    llm_stream: Switch = setting(
+        "LLM_STREAM", True, "`false` sends non-streaming requests", shown="`true`"
+    )
+    llm_timeout_seconds: Seconds = setting(
+        "LLM_TIMEOUT_SECONDS",
+        120.0,
+        "longest silence tolerated from the provider (per read); a timeout is retried at most"
+        " twice",
+        shown="`120`",
+    )
+    llm_max_wait: Seconds = setting(
+        "LLM_MAX_WAIT",
+        600.0,
+        "seconds a model call keeps trying a server that cannot be reached (refused, connect"
+        " timeout, DNS, TLS); every failed attempt is a `warning` event and one log line, then"
+        " the run ends `error`",
+        shown="`600`",
+        readme=True,
+    )
+    llm_max_tokens: Annotated[int | None, BeforeValidator(_whole)] = setting(
+        "LLM_MAX_TOKENS",
+        None,
+        "most tokens per reply, sent as `max_tokens`; a run's `options.max_tokens` wins",
+        shown="*(none)*",
+        readme=True,
+    )
+    llm_text_tool_calls: Annotated[TextCallMode, BeforeValidator(_choice(TEXT_CALL_MODES))] = (
+        setting(
+            "LLM_TEXT_TOOL_CALLS",
+            "parse",
+            "a reply whose whole text is a tool call: `parse` runs it as the call(s) when it is in"
+            " a call's syntax (`<tool_call>…</tool_call>`, one fenced `json` block), `bare` also"
+            " when it is only a bare JSON object, `warn` leaves it as text with a warning, `off`"
+            " does neither",
+            shown="`parse`",
+        )
+    )
+    llm_parallel_tool_calls: Switch = setting(
+        "LLM_PARALLEL_TOOL_CALLS",
+        True,
+        "sent as `parallel_tool_calls` with the tools (llama.cpp's default is false)",
+        shown="`true`",
+    )
+    llm_context_tokens: Annotated[int | None, BeforeValidator(_whole)] = setting(
+        "LLM_CONTEXT_TOKENS",
+        None,
+        "the model's context window in tokens",
+        shown="*(the server's `/props`, else 128000)*",
+        readme=True,
+    )
+    llm_summary_model: str | None = setting(
+        "LLM_SUMMARY_MODEL",
+        None,
+        "the model that writes compaction summaries",
+        shown="*(the run's model)*",
+    )
+    system_prompt: Annotated[str | None, BeforeValidator(_system_prompt)] = setting(
+        "AGENT_SYSTEM_PROMPT",
+        None,
+        "text, or `@FILE`: the first message of a run that has no system message (at most"
+        " 100,000 bytes)",
+        shown="*(none)*",
+        readme=True,
+        secret=True,
+    )
+    workspace: str = setting(
+        "AGENT_WORKSPACE",
+        DEFAULT_WORKSPACE,
+        "the only folder the tools may touch (created if missing)",
+        shown="`./agent-workspace`",
+        readme=True,
+    )
+    state_dir: str | None = setting(
+        "AGENT_STATE_DIR",
+        None,
+        "at-most-once records of tools that are not safe to retry (sealed with the encryption"
+        " key when one is set); outside the workspace, never visible to a command",
+        shown="`<workspace>/../.agent-state`",
+    )
+    state_retention_days: Annotated[float, BeforeValidator(_positive("days"))] = setting(
+        "AGENT_STATE_RETENTION_DAYS",
+        30.0,
+        "at-most-once records older than this are removed (at start, then at most hourly)",
+        shown="`30`",
+    )
+    command_timeout_seconds: Seconds = setting(
+        "AGENT_COMMAND_TIMEOUT_SECONDS", 30.0, "time limit of `run_command`", shown="`30`"
+    )
+    sandbox: Annotated[SandboxMode, BeforeValidator(_choice(SANDBOX_MODES))] = setting(
+        "AGENT_SANDBOX",
+        "auto",
+        "`auto`: bubblewrap if it works, else a warning and no `run_command` (and no MCP stdio"
+        " servers); `required`: refuse to start without it; `off`: run commands and stdio"
+        " servers unsandboxed",
+        shown="`auto`",
+        readme=True,
+    )
+    command_env: Annotated[tuple[str, ...], BeforeValidator(_names)] = setting(
+        "AGENT_COMMAND_ENV",
+        (),
+        "names (comma- or space-separated) of variables commands get, besides `PATH`, `HOME`"
+        " (the workspace) and `LANG`",
+        shown="*(none)*",
+    )
+    command_network: Switch = setting(
+        "AGENT_COMMAND_NETWORK",
+        False,
+        "`true`: commands get their own network with an uplink (slirp4netns), never the host's"
+        " loopback; refused without slirp4netns",
+        shown="`false`",
+        readme=True,
+    )
+    command_max_processes: Count = setting(
+        "AGENT_COMMAND_MAX_PROCESSES",
+        256,
+        "processes and threads one command may have (its cgroup's `pids.max`, else RLIMIT_NPROC"
+        " above the user's count)",
+        shown="`256`",
+        readme=True,
+    )
+    command_max_memory_mb: Count = setting(
+        "AGENT_COMMAND_MAX_MEMORY_MB",
+        1024,
+        "memory one command may use in all, in MiB (its cgroup's limit, else per process)",
+        shown="`1024`",
+        readme=True,
+    )
+    stream_deltas: Switch = setting(
+        "AGENT_STREAM_DELTAS",
+        True,
+        "publish the model's text live on the run's stream (`false`: the workflow's own events"
+        " only)",
+        shown="`true`",
+    )
+    stream_flush_seconds: Seconds = setting(
+        "AGENT_STREAM_FLUSH_SECONDS",
+        1.0,
+        "how often streamed text is sent (one signal and about four history events each)",
+        shown="`1.0`",
+    )
+    stream_flush_chars: Annotated[float, BeforeValidator(_positive("characters"))] = setting(
+        "AGENT_STREAM_FLUSH_CHARS",
+        2_000.0,
+        "send earlier when this much text is waiting",
+        shown="`2000`",
+    )
+    policy_file: str | None = setting(
+        "AGENT_POLICY_FILE",
+        None,
+        'the worker\'s approval rules, `{"enforced": [rules], "defaults": [rules]}`, read once'
+        " at start",
+        shown="*(none)*",
+        readme=True,
+    )
+    tools: Annotated[tuple[str, ...], BeforeValidator(_tool_specs)] = setting(
+        "AGENT_TOOLS",
+        (),
+        "your own tools: `package.module:attribute,…`, each a `Tool`, an iterable of them or a"
+        " callable returning them ([docs/embedding.md](docs/embedding.md))",
+        shown="*(none)*",
+        readme=True,
+    )
+    builtin_tools: Switch = setting(
+        "AGENT_BUILTIN_TOOLS",
+        True,
+        "`false` leaves the four built-in file tools out",
+        shown="`true`",
+    )
+    mcp_config: str | None = setting(
+        "AGENT_MCP_CONFIG",
+        None,
+        "a JSON file of MCP servers (`mcpServers`) whose tools the agent gets, as `NAME__TOOL`",
+        shown="*(none)*",
+        readme=True,
+    )
+    notify_url: Annotated[str | None, BeforeValidator(_notify_url)] = setting(
+        "AGENT_NOTIFY_URL",
+        None,
+        "http(s) address that gets a POST when a call waits for a person, at half its approval"
+        " timeout, and when such a run ends"
+        " ([notifications](docs/running.md#notifications-people-are-told-when-a-call-waits))",
+        shown="*(none: nobody is told)*",
+        readme=True,
+        secret=True,
+    )
+    notify_format: Annotated[NotifyFormat, BeforeValidator(_choice(NOTIFY_FORMATS))] = setting(
+        "AGENT_NOTIFY_FORMAT",
+        "json",
+        "`json`: the agent's body; `slack`: a Slack incoming webhook's `{\"text\": …}`",
+        shown="`json`",
+        readme=True,
+    )
+    notify_arguments: Annotated[bool | None, BeforeValidator(_switch)] = setting(
+        "AGENT_NOTIFY_ARGUMENTS",
+        None,
+        "whether notifications carry the call's arguments (and a failed run's error)",
+        shown="`true`, `false` with encryption",
+    )
+    inbox_url: Annotated[str | None, BeforeValidator(_inbox_url)] = setting(
+        "AGENT_INBOX_URL",
+        None,
+        "the web inbox's address (no user info, query or fragment); notifications link to"
+        " `AGENT_INBOX_URL/runs/ID`",
+        shown="*(none: `url` is null)*",
+        readme=True,
+    )
+    task_queue: str | None = setting(
+        "AGENT_TASK_QUEUE",
+        None,
+        "the task queue",
+        shown="`agent`",
+        used_by="worker, starter",
+        readme=True,
+    )
+    worker_processes: Annotated[int | None, BeforeValidator(_processes)] = setting(
+        "AGENT_WORKER_PROCESSES",
+        None,
+        "run this many copies of the worker, each a process of its own (1 to 64; `--processes N`"
+        " wins) ([several worker processes](docs/running.md#several-worker-processes))",
+        shown="`1`",
+    )
+    metrics_address: Annotated[str | None, BeforeValidator(_host_port)] = setting(
+        "AGENT_METRICS_ADDRESS",
+        None,
+        "`HOST:PORT`: serve Prometheus metrics at `http://HOST:PORT/metrics`: the SDK's"
+        " (`temporal_…`) and the agent's (`agent_…`); one that cannot be bound stops the worker"
+        " ([docs/operations.md](docs/operations.md))",
+        shown="*(none)*",
+        readme=True,
+    )
+    trace_content: Switch = setting(
+        "AGENT_TRACE_CONTENT",
+        False,
+        "`true`: the model-call and tool-call spans carry the messages, arguments and results"
+        " (each cut to 32,000 characters)",
+        shown="`false`",
+        readme=True,
+    )
+    encryption_key: str | None = setting(
+        "AGENT_ENCRYPTION_KEY",
+        None,
+        "32 bytes in base64: encrypt every payload",
+        shown="*(none: no encryption)*",
+        used_by="all",
+        readme=True,
+        secret=True,
+    )
+    encryption_keys: str | None = setting(
+        "AGENT_ENCRYPTION_KEYS",
+        None,
+        "`KEYID:BASE64,…`: the first encrypts, all decrypt (rotation); wins over"
+        " `AGENT_ENCRYPTION_KEY`",
+        shown="*(none)*",
+        used_by="all",
+        secret=True,
+    )
+    codec_token: str | None = setting(
+        "AGENT_CODEC_TOKEN",
+        None,
+        "the bearer token the codec server requires",
+        shown="*(none: loopback only)*",
+        used_by="codec server",
+        secret=True,
+    )
+    payload_store: str | None = setting(
+        "AGENT_PAYLOAD_STORE",
+        None,
+        "`file:///PATH` or `s3://BUCKET/PREFIX`: payloads of 256 KiB and more go there, history"
+        " holds a reference"
+        " ([the payload store](docs/running.md#big-conversations-the-payload-store))",
+        shown="*(none: every payload in history)*",
+        used_by="all",
+        readme=True,
+    )
+    s3_endpoint_url: Annotated[str | None, BeforeValidator(_endpoint_url)] = setting(
+        "AGENT_S3_ENDPOINT_URL",
+        None,
+        "the endpoint of an S3-compatible store, e.g. `http://minio:9000`",
+        shown="*(AWS)*",
+        used_by="all, with `s3://`",
+    )
+    max_conversation_mb: Annotated[float | None, BeforeValidator(_megabytes)] = setting(
+        "AGENT_MAX_CONVERSATION_MB",
+        None,
+        "with a payload store: a run's conversation budget in MB (10⁶ bytes), at most 1024;"
+        " without a store it is 1.4 MB and setting this stops the worker",
+        shown="`64`",
+        used_by="worker, with a store",
+        readme=True,
+    )
+    web_users_file: str | None = setting(
+        "AGENT_WEB_USERS_FILE",
+        None,
+        "`name:hash` lines of the people who may sign in (`web add-user`)",
+        shown="*(none: local mode)*",
+        used_by="web",
+        readme=True,
+    )
+    web_secret: str | None = setting(
+        "AGENT_WEB_SECRET",
+        None,
+        "signs the session cookies; set it to keep sessions across restarts",
+        shown="*(random per start)*",
+        used_by="web",
+        secret=True,
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Values given to the constructor, then the process's environment, nothing else (no
+        `.env` file, no secrets folder: one place, as the table documents it)."""
+        return init_settings, _Variables(settings_cls, os.environ)
+
+    @classmethod
+    def read(cls, environ: Mapping[str, str] | None = None) -> Environment:
+        """The settings of `environ` (default: the process's). Raises BadSetting, one
+        line naming the variable and what it accepts, for the first value it refuses."""
+        values = _Variables(cls, os.environ if environ is None else environ)()
+        try:
+            return cls.model_validate(values)
+        except ValidationError as err:
+            raise BadSetting(one_line(err)) from None
+
+    @property
+    def encryption_on(self) -> bool:
+        """Whether an encryption key is set (the data converter checks the keys themselves)."""
+        return bool(self.encryption_key or self.encryption_keys)
+
+
+def variables() -> dict[str, FieldInfo]:
+    """Every setting's field by its variable's name, in the order of the table."""
+    return {str(f.validation_alias): f for f in Environment.model_fields.values()}
