@@ -4,12 +4,15 @@ another origin, and twenty viewers of one run cost it one stream long-poll."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import os
 import re
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -536,3 +539,22 @@ async def test_the_pages_load_nothing_from_another_origin(
     assert f"{served.url}/static/app.css" in requests
     foreign = [u for u in requests if not u.startswith(served.url + "/")]
     assert foreign == [], foreign
+
+
+async def test_the_inbox_as_the_docs_show_it(
+    client: Client, worker: Worker, served: Served, page: Page
+) -> None:
+    """The picture in the README and docs/web-inbox.md is this page:
+    `AGENT_SCREENSHOT_TO=docs/inbox.png ./run tests tests/web/test_browser.py -k as_the_docs`
+    draws it again."""
+    echo = await start(client, worker, "run: echo hi")
+    delete = await start(client, worker, "Please delete the logs folder")
+    calls = [await waiting_call(echo), await waiting_call(delete)]
+    await page.set_viewport_size({"width": 1100, "height": 900})
+    await page.goto("/")
+    for handle, call_id in zip((echo, delete), calls, strict=True):
+        await expect(call_of(page, handle.id, call_id)).to_have_count(1)
+    drawn = await page.screenshot(full_page=True)
+    assert drawn.startswith(b"\x89PNG") and len(drawn) > 10_000
+    if target := os.environ.get("AGENT_SCREENSHOT_TO"):
+        await asyncio.to_thread(Path(target).write_bytes, drawn)
