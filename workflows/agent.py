@@ -205,8 +205,11 @@ class AgentWorkflow:
                 state.worker_policy = await calls.worker_policy()
         if state.generation > 0:
             return None
-        if self._behaviour.sound_seams and (memo := prompt_memo(state)):
-            workflow.upsert_memo(memo)  # the runs page's prompt column, without a query per row
+        stored = state.setup is not None and state.setup.payload_store
+        if self._behaviour.sound_seams and not stored and (memo := prompt_memo(state)):
+            # The runs page's prompt column, without a query per row; never with a payload
+            # store, whose promise is that history holds references, not the conversation.
+            workflow.upsert_memo(memo)
         if problem := self._approvals.unmatchable(state.run_rules):
             await self._refuse(f"Invalid AgentRunInput: options.approval_policy: {problem}")
         self._warn_unknown_options()
