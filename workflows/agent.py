@@ -25,7 +25,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.approvals import Approvals
     from workflows.audit import audit_memo, audit_view, prompt_memo
     from workflows.batch import Batch, InFlight
-    from workflows.bounds import Limits
     from workflows.compaction import Compactor
     from workflows.conversation import Conversation
     from workflows.event_log import EventLog, preview
@@ -92,7 +91,7 @@ with workflow.unsafe.imports_passed_through():
         handover,
         initial_state,
     )
-    from workflows.versions import Behaviour
+    from workflows.versions import Rules
     from workflows.visibility import Visibility, describe_waiting
 
 MAX_GENERATION_BYTES = 3_500_000
@@ -104,22 +103,20 @@ class AgentWorkflow:
     @workflow.init
     def __init__(self, input: AgentRunInput) -> None:
         info = workflow.info()
-        self._behaviour = Behaviour.of_this_run()
-        self._limits = Limits() if self._behaviour.hardened else Limits.first_release()
+        self._rules = rules = Rules.of_this_run()
+        self._limits = rules.limits
         self._state: AgentState
         continued = info.continued_run_id is not None
-        if self._behaviour.sound_seams:
+        if rules.real_handovers_only:
             continued = handed_over(info.continued_run_id, info.attempt, info.cron_schedule)
         self._state, self._refused = initial_state(
             input,
             continued=continued,
-            strict=self._behaviour.trust_and_time,
-            cron=self._behaviour.sound_seams and bool(info.cron_schedule),
+            strict=rules.strict_continuation,
+            cron=rules.refuse_cron and bool(info.cron_schedule),
         )
-        self._sealed_only = self._behaviour.trust_and_time and not input.arrived_in_plaintext
-        self._bound = (
-            self._sealed_only and self._behaviour.sound_seams and was_sealed(input._sealed_for)
-        )
+        self._sealed_only = rules.sealed_inputs_only and not input.arrived_in_plaintext
+        self._bound = self._sealed_only and rules.seal_binding and was_sealed(input._sealed_for)
         """Sealed payloads are taken only by the run and handler they were sealed for."""
         if self._bound and self._refused is None and not continued:
             self._refused = self._unbound(input._sealed_for, START_ROLE, first_run=False)
@@ -128,8 +125,7 @@ class AgentWorkflow:
         self._approvals = Approvals(
             self._state,
             self._conversation,
-            behaviour=self._behaviour,
-            limits=self._limits,
+            rules=rules,
             run_id=info.first_execution_run_id,
             emit=self._emit,
             warn=self._warn,
@@ -142,7 +138,8 @@ class AgentWorkflow:
             self._emit,
             self._approvals.offered_specs,
             self._warn,
-            sound_seams=self._behaviour.sound_seams,
+            makes_room=rules.compaction_makes_room,
+            summary_as_user=rules.summary_as_user,
         )
         self._notifier = Notifier(self._state, self._warn)
         self._visibility = Visibility()
@@ -187,12 +184,12 @@ class AgentWorkflow:
         the first generation, check the input and let the calls it brings through the gate. A
         result when the run ends right there."""
         state = self._state
-        if self._behaviour.trust_and_time:
+        if self._rules.read_worker_setup:
             # This release's runs read the worker's setup in every generation: what decides a
             # call (tools, enforced rules, notifications) is the worker's as it is now, never a
             # value carried over.
             first = state.setup is None
-            if first or self._behaviour.sound_seams:
+            if first or self._rules.setup_every_generation:
                 setup = state.setup = await calls.worker_setup()
                 self._approvals.know_tools(setup.tools)
                 state.worker_policy = setup.policy
@@ -201,18 +198,18 @@ class AgentWorkflow:
         else:
             if state.tool_specs is None:
                 self._approvals.know_tools(await calls.list_tools())
-            if self._behaviour.worker_policy and state.worker_policy is None:
+            if self._rules.read_worker_rules and state.worker_policy is None:
                 state.worker_policy = await calls.worker_policy()
         if state.generation > 0:
             return None
-        if self._behaviour.sound_seams and (memo := prompt_memo(state)):
+        if self._rules.prompt_in_memo and (memo := prompt_memo(state)):
             workflow.upsert_memo(memo)  # the runs page's prompt column, without a query per row
         if problem := self._approvals.unmatchable(state.run_rules):
             await self._refuse(f"Invalid AgentRunInput: options.approval_policy: {problem}")
         self._warn_unknown_options()
         if self._limits.strict_sizes and (problem := self._conversation.too_large()):
             return self._finish("error", problem)
-        if self._behaviour.trust_and_time:
+        if self._rules.gate_input_calls:
             # Calls the input brings pass the same gate as the model's: the rules first.
             self._approvals.admit(self._conversation.pending())
         self._approvals.apply_seed(state.options.tool_approval_responses, finished=False)
@@ -222,7 +219,7 @@ class AgentWorkflow:
         """A run refused at start fails with `InvalidAgentRunInput`. This release's runs first
         end as every run does, so followers, the inbox and the runs page say why: an `error`
         and a `finished` event, the phase `finished`, the reason in the memo."""
-        if self._behaviour.sound_seams:
+        if self._rules.end_before_refusing:
             self._finish("error", problem)
             await self._live.close()
         raise ApplicationError(problem, type="InvalidAgentRunInput", non_retryable=True)
@@ -272,7 +269,7 @@ class AgentWorkflow:
                 continue  # the next iteration ends the run, runs the calls or waits for approval
             if state.held_messages:
                 continue  # a message arrived while the model was answering: answer it too
-            if self._behaviour.sound_seams and empty_reply(state.messages[-1]):
+            if self._rules.nudge_empty_reply and empty_reply(state.messages[-1]):
                 if ended := self._after_empty_reply():
                     return ended
                 continue
@@ -284,7 +281,7 @@ class AgentWorkflow:
 
     def _in_session(self) -> bool:
         """A session of this release: a turn that stops at a limit ends the turn, not the run."""
-        return self._behaviour.sound_seams and self._state.options.keep_alive
+        return self._rules.per_turn_limits and self._state.options.keep_alive
 
     def _after_empty_reply(self) -> AgentRunResult | None:
         """An empty reply is no answer: the model is asked again once, with a nudge; a second
@@ -353,7 +350,7 @@ class AgentWorkflow:
                 max_tokens=state.options.max_tokens,
                 view=self._compactor.active,
             ),
-            until_given_up=self._behaviour.sound_seams,
+            until_given_up=self._rules.llm_retried_until_given_up,
         )
         self._inflight.add("llm", handle)
         try:
@@ -397,11 +394,12 @@ class AgentWorkflow:
         for warning in response.warnings:
             self._warn(warning)
         calls_made = message.tool_calls or []
-        if response.finish_reason == "length" and self._behaviour.trust_and_time:
+        if response.finish_reason == "length" and self._rules.refuse_unrunnable_calls:
             state.cut_off.update({call.id: response.max_tokens for call in calls_made})
         self._approvals.admit(calls_made, from_text=response.calls_from_text)
         if response.finish_reason == "length":
-            self._warn(length_warning(response, say_which_limit=self._behaviour.trust_and_time))
+            named = self._rules.length_warning_names_limit
+            self._warn(length_warning(response, say_which_limit=named))
         return True
 
     # -------------------------------------------------------------- tools
@@ -419,7 +417,7 @@ class AgentWorkflow:
             allowed.__contains__,
             max_runs=self._limits.max_calls_per_reply,
             max_argument_chars=self._limits.max_argument_chars,
-            refuse=self._approvals.refusal if self._behaviour.trust_and_time else None,
+            refuse=self._approvals.refusal if self._rules.refuse_unrunnable_calls else None,
         )
         past_limit = self._in_session() and self._approvals.past_repeat_limit(pending)
         self._approvals.count_rejections(pending)
@@ -702,7 +700,9 @@ class AgentWorkflow:
         return parsed.value
 
     def _cancel_message(self, request: CancelRequest) -> str:
-        return cancel_message(request) if self._behaviour.trust_and_time else CANCELLED_MESSAGE
+        if not self._rules.cancel_reason_in_message:
+            return CANCELLED_MESSAGE
+        return cancel_message(request)
 
     def _warn_unknown_options(self) -> None:
         for key in sorted(self._state.options.model_extra or {}):
@@ -743,7 +743,7 @@ class AgentWorkflow:
         result when the run cannot continue (it ends `error` saying why)."""
         await self._live.close()
         handed = handover(self._state, self._log.carry(), self._live.carried())
-        if self._behaviour.sound_seams:
+        if self._rules.bounded_handover:
             handed, problem = self._bounded(handed)
             if problem is not None:
                 return self._finish("error", problem)
@@ -759,7 +759,7 @@ class AgentWorkflow:
         return fit_handover(handed, bounds.HANDOVER_BUDGET_BYTES)
 
     def _finish_at_round_limit(self) -> AgentRunResult:
-        if self._behaviour.trust_and_time:
+        if self._rules.round_limit_warning:
             state = self._state
             self._warn(round_limit_warning(state.messages, state.options.max_rounds))
         return self._finish("max_rounds")
@@ -772,9 +772,9 @@ class AgentWorkflow:
         self._finish_reason = reason
         self._error = error
         self._set_phase("finished", f"finished: {reason}" + (f" ({error})" if error else ""))
-        if self._behaviour.trust_and_time:
-            said = error if self._behaviour.sound_seams else None
-            run_id = workflow.info().run_id if self._behaviour.sound_seams else None
+        if self._rules.audit:
+            said = error if self._rules.memo_names_error_and_run else None
+            run_id = workflow.info().run_id if self._rules.memo_names_error_and_run else None
             workflow.upsert_memo(audit_memo(self._state, reason, said, run_id))
         return self._result()
 

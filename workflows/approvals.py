@@ -21,7 +21,6 @@ from typing import Any
 from workflows import bounds, metrics
 from workflows.arguments import arguments_digest
 from workflows.audit import record_decision
-from workflows.bounds import Limits
 from workflows.conversation import Conversation
 from workflows.inputs import parse_approval
 from workflows.model import (
@@ -41,7 +40,7 @@ from workflows.repeats import Repeats
 from workflows.rule_check import unmatchable_rule
 from workflows.rules import MAX_RULE_REASON_CHARS, PolicyRule, PolicyView
 from workflows.tool_results import cut_off_message
-from workflows.versions import Behaviour
+from workflows.versions import Rules
 
 CHANGED_SINCE_SHOWN = "the call changed since it was shown"
 
@@ -64,8 +63,7 @@ class Approvals:
         state: AgentState,
         conversation: Conversation,
         *,
-        behaviour: Behaviour,
-        limits: Limits,
+        rules: Rules,
         run_id: str,
         emit: Emit,
         warn: Callable[[str], None],
@@ -74,8 +72,8 @@ class Approvals:
     ) -> None:
         self._state = state
         self._conversation = conversation
-        self._behaviour = behaviour
-        self._limits = limits
+        self._rules = rules
+        self._limits = rules.limits
         self._run_id = run_id
         self._emit = emit
         self._warn = warn
@@ -85,9 +83,7 @@ class Approvals:
         self._specs: dict[str, ToolSpec] = {s.name: s for s in state.tool_specs or []}
         self._runnable: dict[str, bool] = {}
         """Whether each call could run at all (a cache: derived from the call and the specs)."""
-        self.repeats = Repeats(
-            state, enabled=behaviour.trust_and_time, per_turn=behaviour.sound_seams
-        )
+        self.repeats = Repeats(state, enabled=rules.repeat_limit, per_turn=rules.per_turn_limits)
 
     # ---- the worker's tools
 
@@ -146,22 +142,22 @@ class Approvals:
     def _evaluate(self, call: ToolCall) -> Verdict:
         """The rules' decision; this release's runs match paths as the tool opens them and
         keep a shell character to its place in an allow pattern."""
-        current = self._behaviour.trust_and_time
+        rules = self._rules
         spec = self._specs.get(call.name)
         return evaluate(
             self.rules(),
             call.name,
             call.arguments,
             requires_approval=self.guarded(call),
-            path_parameters=spec.path_parameters if spec is not None and current else (),
-            legacy_shell_safety=not current,
-            path_root=spec.path_root if spec is not None and self._behaviour.sound_seams else None,
+            path_parameters=spec.path_parameters if spec is not None and rules.path_rules else (),
+            legacy_shell_safety=not rules.positional_shell_safety,
+            path_root=spec.path_root if spec is not None and rules.paths_from_tool_root else None,
         )
 
     def unmatchable(self, rules: Sequence[PolicyRule]) -> str | None:
         """Why one of a run's rules can never match a tool of this worker (this release's runs;
         None while the tools are not known yet)."""
-        if not self._behaviour.trust_and_time or self._state.tool_specs is None:
+        if not self._rules.check_rules_match_tools or self._state.tool_specs is None:
             return None
         return unmatchable_rule(rules, self._state.tool_specs, origin="run")
 
@@ -254,7 +250,7 @@ class Approvals:
         answer satisfies it, not a seeded one (this release's runs)."""
         call = self._conversation.pending_call(call_id)
         worker = self._state.worker_policy
-        if not self._behaviour.sound_seams or call is None or worker is None:
+        if not self._rules.enforced_ask_for_person or call is None or worker is None:
             return False
         verdict = self._evaluate(call)
         return (
@@ -275,14 +271,14 @@ class Approvals:
         response, note = parsed.value, parsed.note
         if response is None:
             return Received(problem=parsed.error or "invalid tool approval")
-        if self._behaviour.trust_and_time:
+        if self._rules.bind_answers_to_shown_call:
             if response.run_id is not None and response.run_id != self._run_id:
                 other = f"{CHANGED_SINCE_SHOWN} (it belongs to another run)"
                 return Received(problem=other, note=note)
         problem = self.problem(response.call_id, finished=finished)
         if problem is not None:
             return Received(problem=problem, note=note)
-        if self._behaviour.trust_and_time and response.arguments_sha256 is not None:
+        if self._rules.bind_answers_to_shown_call and response.arguments_sha256 is not None:
             call = self._conversation.pending_call(response.call_id)
             if call is not None and arguments_digest(call.arguments) != response.arguments_sha256:
                 return Received(problem=f"{CHANGED_SINCE_SHOWN} (its arguments differ)", note=note)
@@ -319,7 +315,7 @@ class Approvals:
         edit = None
         if response.approved and response.arguments is not None and call is not None:
             edit = edited_call(call, response.arguments)
-            if self._behaviour.trust_and_time and self._refuse_edit(response, edit):
+            if self._rules.refuse_edit_by_rule and self._refuse_edit(response, edit):
                 self._after_answer()
                 return
             self._conversation.replace_call(edit.call)
@@ -362,7 +358,7 @@ class Approvals:
     def _record(self, record: ApprovalRecord, edit: Edit | None, call: ToolCall | None) -> None:
         self._state.answers[record.call_id] = record
         metrics.approval_recorded(record, self._state.approval_wait)
-        if self._behaviour.trust_and_time and call is not None:
+        if self._rules.audit and call is not None:
             ran = edit.call if edit is not None else call
             record_decision(self._state, ran, record, edited=edit is not None)
         self._emit(
@@ -381,9 +377,9 @@ class Approvals:
         approval and has no answer is then denied."""
         if not responses:
             return
-        source: ApprovalSource = "seed" if self._behaviour.trust_and_time else "person"
+        source: ApprovalSource = "seed" if self._rules.seed_through_gate else "person"
         for given in responses:
-            if self._behaviour.trust_and_time:
+            if self._rules.seed_through_gate:
                 taken = self.receive(given, finished=finished)
                 if taken.note:
                     self._warn(f"tool_approval_responses: {taken.note}")
@@ -425,7 +421,7 @@ class Approvals:
     def count_rejections(self, pending: Sequence[ToolCall]) -> None:
         """Before the batch runs (this release): a person's no is remembered for the turn, and
         it counts toward the repeat limit like a run, as does each call answered with it."""
-        if not self._behaviour.sound_seams:
+        if not self._rules.rejections_count_as_repeats:
             return
         for call in pending:
             record = self._state.answers.get(call.id)
@@ -442,7 +438,7 @@ class Approvals:
         self._state.answers.clear()
         self._state.seed_mode = False
         self._state.cut_off.clear()
-        if self._behaviour.trust_and_time:
+        if self._rules.forget_asked_after_batch:
             self._state.asked.clear()
 
 

@@ -52,16 +52,17 @@ class Compactor:
         offered: Callable[[], list[ToolSpec]],
         warn: Callable[[str], None],
         *,
-        sound_seams: bool = False,
+        makes_room: bool = False,
+        summary_as_user: bool = False,
     ) -> None:
         self._state = state
-        self._sound_seams = sound_seams
-        """This release's compaction (`context.Rules.sound`) and the summary as a user message."""
+        self._makes_room = makes_room
+        """This release's compaction (`context.Rules.sound`)."""
         self._conversation = conversation
         self._emit = emit
         self._offered = offered
         self._warn = warn
-        if sound_seams:
+        if summary_as_user:
             self._summary_as_data()
 
     def _summary_as_data(self) -> None:
@@ -134,7 +135,7 @@ class Compactor:
             at=options.compact_at,
             to=options.compact_to,
             keep_rounds=options.keep_rounds,
-            sound=self._sound_seams,
+            sound=self._makes_room,
         )
 
     async def _summarise(self, span: context.SummaryRange, ctx: ContextState) -> str | None:

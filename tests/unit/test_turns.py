@@ -30,7 +30,7 @@ from workflows.repeats import (
     Repeats,
     call_key,
 )
-from workflows.versions import Behaviour
+from workflows.versions import Rules
 
 SPECS = [ToolSpec(name="run_command", description="", parameters={}, requires_approval=True)]
 
@@ -47,8 +47,7 @@ def approvals(run_state: AgentState, *, sound_seams: bool = True) -> Approvals:
     return Approvals(
         run_state,
         Conversation(run_state, Limits()),
-        behaviour=Behaviour(sound_seams=sound_seams),
-        limits=Limits(),
+        rules=Rules.this_release() if sound_seams else Rules.trust_and_time(),
         run_id="run-1",
         emit=lambda event: None,
         warn=lambda message: None,
