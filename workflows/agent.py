@@ -21,7 +21,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
-    from workflows import bounds, metrics, names
+    from workflows import bounds, legacy, metrics, names
     from workflows.approvals import Approvals
     from workflows.audit import audit_memo, audit_view, prompt_memo
     from workflows.batch import Batch, InFlight
@@ -196,10 +196,10 @@ class AgentWorkflow:
                 if first:
                     self._compactor.start(setup)
         else:
-            if state.tool_specs is None:
-                self._approvals.know_tools(await calls.list_tools())
-            if self._rules.read_worker_rules and state.worker_policy is None:
-                state.worker_policy = await calls.worker_policy()
+            worker_rules = calls.worker_policy if self._rules.read_worker_rules else None
+            await legacy.read_setup(
+                state, self._approvals.know_tools, calls.list_tools, worker_rules
+            )
         if state.generation > 0:
             return None
         if self._rules.prompt_in_memo and (memo := prompt_memo(state)):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from workflows import bounds, metrics
+from workflows import bounds, legacy, metrics
 from workflows.arguments import arguments_digest
 from workflows.audit import record_decision
 from workflows.conversation import Conversation
@@ -377,30 +377,34 @@ class Approvals:
         approval and has no answer is then denied."""
         if not responses:
             return
-        source: ApprovalSource = "seed" if self._rules.seed_through_gate else "person"
-        for given in responses:
-            if self._rules.seed_through_gate:
-                taken = self.receive(given, finished=finished)
-                if taken.note:
-                    self._warn(f"tool_approval_responses: {taken.note}")
-                if taken.response is None:
-                    self._warn(f"tool_approval_responses: {taken.problem}; ignored")
-                    continue
-                response = taken.response
-                if self.reserved_for_person(response.call_id):
-                    self._warn(
-                        f"tool_approval_responses: call '{bounds.shown(response.call_id)}' is for"
-                        " a person to answer (an enforced rule asks); ignored"
-                    )
-                    continue
-            else:
-                problem = self.problem(given.call_id, finished=finished)
-                if problem is not None:
-                    self._warn(f"tool_approval_responses: {problem}; ignored")
-                    continue
-                response = given
-            self.answer(response, source=source)
+        if self._rules.seed_through_gate:
+            for given in responses:
+                self._seed(given, finished=finished)
+        else:
+            legacy.seed_as_person(
+                responses,
+                problem=lambda call_id: self.problem(call_id, finished=finished),
+                answer=lambda response, source: self.answer(response, source=source),
+                warn=self._warn,
+            )
         self._state.seed_mode = bool(self._conversation.pending())
+
+    def _seed(self, given: ToolApprovalResponse, *, finished: bool) -> None:
+        """One answer given at start, through the door a person's takes (source `seed`)."""
+        taken = self.receive(given, finished=finished)
+        if taken.note:
+            self._warn(f"tool_approval_responses: {taken.note}")
+        if taken.response is None:
+            self._warn(f"tool_approval_responses: {taken.problem}; ignored")
+            return
+        response = taken.response
+        if self.reserved_for_person(response.call_id):
+            self._warn(
+                f"tool_approval_responses: call '{bounds.shown(response.call_id)}' is for"
+                " a person to answer (an enforced rule asks); ignored"
+            )
+            return
+        self.answer(response, source="seed")
 
     def refusal(self, call: ToolCall, arguments_error: str | None) -> str | None:
         """What a call that must not run is answered instead: the repeat limit, or arguments cut

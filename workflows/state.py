@@ -18,14 +18,12 @@ from dataclasses import replace
 from pydantic_core import to_json
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
+from workflows.legacy import from_carried
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
     AgentRunOptions,
     AgentState,
-    ApprovalWait,
-    CarriedState,
-    SessionWait,
 )
 from workflows.rules import PolicyRule
 
@@ -200,29 +198,4 @@ def cannot_continue(state: AgentState, size: int, budget: int) -> str:
         f" (the conversation {messages} bytes, the run's rules {rules} bytes); start a new run"
         " with a shorter conversation or fewer rules, or give the worker a payload store"
         " (AGENT_PAYLOAD_STORE)"
-    )
-
-
-def from_carried(run_input: AgentRunInput, carried: CarriedState) -> AgentState:
-    """A hand-over written by the first release: flat fields beside the messages."""
-    wait = None
-    if carried.awaiting_announced and carried.awaiting_since is not None:
-        wait = ApprovalWait(since=carried.awaiting_since, deadline=carried.approval_deadline)
-    session = SessionWait(idle_deadline=carried.idle_deadline) if carried.between_turns else None
-    return AgentState(
-        messages=list(run_input.messages),
-        options=run_input.options,
-        round=carried.round,
-        generation=carried.generation,
-        events=list(carried.events),
-        next_seq=carried.next_seq,
-        answers=dict(carried.answers),
-        approval_wait=wait,
-        session_wait=session,
-        cancel=carried.cancel,
-        held_messages=list(carried.held_messages),
-        usage=carried.usage,
-        tool_specs=carried.tool_specs,
-        seed_mode=carried.seed_mode,
-        stream=carried.stream,
     )

@@ -15,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workflows import globs
-from workflows import policy as policy_module
+from workflows import legacy as policy_module
 from workflows.approvals import remember, remembered_rule
+from workflows.legacy import shell_safe
 from workflows.model import ToolApprovalResponse
 from workflows.policy import (
     effective_rules,
@@ -25,7 +26,6 @@ from workflows.policy import (
     pattern_matches,
     policy_view,
     rule_matches,
-    shell_safe,
 )
 from workflows.rules import ApprovalPolicy, PolicyRule
 
