@@ -18,12 +18,14 @@ from dataclasses import replace
 from pydantic_core import to_json
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
+from workflows.bounds import HANDOVER_BUDGET_BYTES
 from workflows.legacy import from_carried
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
     AgentRunOptions,
     AgentState,
+    WorkerSetup,
 )
 from workflows.rules import PolicyRule
 
@@ -116,6 +118,17 @@ def carried_once(handed: AgentRunInput) -> AgentRunInput:
     known["approval_policy"] = None
     options = AgentRunOptions.model_validate(known)
     return handed.model_copy(update={"state": state.model_copy(update={"options": options})})
+
+
+def bounded_handover(
+    handed: AgentRunInput, setup: WorkerSetup | None
+) -> tuple[AgentRunInput, str | None]:
+    """The hand-over with the run's rules once, cut to its budget. With a payload store
+    the hand-over goes to the store whole (Temporal holds a reference)."""
+    handed = carried_once(handed)
+    if setup is not None and setup.payload_store:
+        return handed, None
+    return fit_handover(handed, HANDOVER_BUDGET_BYTES)
 
 
 def handover_bytes(run_input: AgentRunInput) -> int:
