@@ -3,10 +3,11 @@
 One iteration, in priority order: cancel > apply answers (resume) > max rounds > call the model.
 The workflow never does I/O: every model call and every tool execution is an activity
 (`activity_calls`). Its state is one object (`AgentState`), handed to the next generation as it
-is at continue-as-new (`state`). Each concept has one owner beside the loop: the messages
-(`conversation.Conversation`), the answers and the rules' decisions (`approvals.Approvals`), the
-event log (`event_log`), the live stream (`live_stream`), what the Temporal UI and the inbox see
-(`visibility`); the rules a run follows come from its release, read once (`versions`, `bounds`).
+is at continue-as-new (`state`, `generations`). Each concept has one owner beside the loop: the
+messages (`conversation`), the answers and the rules' decisions (`approvals`), a model call
+(`model_call`), a session's turns (`turns`), the durable waits (`waits`), what handlers take
+(`doors`), the event log, the live stream, what the Temporal UI and the inbox see
+(`visibility`); the rules a run follows are read once, into `versions.Rules`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
-    from workflows import bounds, legacy, metrics, names
+    from workflows import bounds, generations, metrics, names
     from workflows.approvals import Approvals
     from workflows.audit import audit_memo, audit_view, prompt_memo
     from workflows.batch import Batch, InFlight
@@ -80,9 +81,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.versions import Rules
     from workflows.visibility import Visibility, describe_waiting
     from workflows.waits import Waits
-
-MAX_GENERATION_BYTES = 3_500_000
-"""Continue as new once a generation's history is this big, even before Temporal suggests it."""
 
 
 @workflow.defn(name=names.WORKFLOW_TYPE)
@@ -202,29 +200,15 @@ class AgentWorkflow:
         the first generation, check the input and let the calls it brings through the gate. A
         result when the run ends right there."""
         state = self._state
-        if self._rules.read_worker_setup:
-            # This release's runs read the worker's setup in every generation: what decides a
-            # call (tools, enforced rules, notifications) is the worker's as it is now, never a
-            # value carried over.
-            first = state.setup is None
-            if first or self._rules.setup_every_generation:
-                setup = state.setup = await calls.worker_setup()
-                self._approvals.know_tools(setup.tools)
-                state.worker_policy = setup.policy
-                if first:
-                    self._compactor.start(setup)
-        else:
-            worker_rules = calls.worker_policy if self._rules.read_worker_rules else None
-            await legacy.read_setup(
-                state, self._approvals.know_tools, calls.list_tools, worker_rules
-            )
+        await generations.read_setup(state, self._rules, self._approvals, self._compactor)
         if state.generation > 0:
             return None
         if self._rules.prompt_in_memo and (memo := prompt_memo(state)):
             workflow.upsert_memo(memo)  # the runs page's prompt column, without a query per row
-        if problem := self._approvals.unmatchable(state.run_rules):
+        if problem := self._approvals.policy.unmatchable(state.run_rules):
             await self._refuse(f"Invalid AgentRunInput: options.approval_policy: {problem}")
-        self._warn_unknown_options()
+        for key in sorted(state.options.model_extra or {}):
+            self._warn(f"unknown option '{key}' ignored")
         if self._limits.strict_sizes and (problem := self._conversation.too_large()):
             return self._finish("error", problem)
         if self._rules.gate_input_calls:
@@ -325,8 +309,8 @@ class AgentWorkflow:
             max_argument_chars=self._limits.max_argument_chars,
             refuse=self._approvals.refusal if self._rules.refuse_unrunnable_calls else None,
         )
-        past_limit = self._turns.in_session() and self._approvals.past_repeat_limit(pending)
-        self._approvals.count_rejections(pending)
+        past_limit = self._turns.in_session() and self._approvals.repeats.past_limit(pending)
+        self._approvals.repeats.count_answers(pending)
         await self._batch.run(pending, steps)
         self._approvals.batch_done()
         state.approval_wait = None
@@ -430,7 +414,7 @@ class AgentWorkflow:
         """Replace the run's rules (remembered ones included); calls waiting for a person that
         the new rules decide are decided at once. Returns the effective rules."""
         self._approvals.set_run_rules(self._validated_policy(payload))
-        return self._approvals.view()
+        return self._approvals.policy.view()
 
     @set_approval_policy.validator
     def _validate_set_approval_policy(self, payload: RawValue) -> None:
@@ -446,13 +430,13 @@ class AgentWorkflow:
         if parsed is None or parsed.value is None:
             why = str(error) if parsed is None else str(parsed.error)
             raise ApplicationError(why, type="InvalidApprovalPolicy", non_retryable=True)
-        if problem := self._approvals.unmatchable(parsed.value.rules):
+        if problem := self._approvals.policy.unmatchable(parsed.value.rules):
             raise ApplicationError(problem, type="InvalidApprovalPolicy", non_retryable=True)
         return list(parsed.value.rules)
 
     @workflow.query(name=names.QUERY_POLICY)
     def policy(self) -> PolicyView:
-        return self._approvals.view()
+        return self._approvals.policy.view()
 
     @workflow.query(name=names.QUERY_STATUS)
     def status(self) -> AgentStatus:
@@ -507,10 +491,6 @@ class AgentWorkflow:
             return CANCELLED_MESSAGE
         return cancel_message(request)
 
-    def _warn_unknown_options(self) -> None:
-        for key in sorted(self._state.options.model_extra or {}):
-            self._warn(f"unknown option '{key}' ignored")
-
     def _emit(self, event: BaseEvent) -> None:
         self._live.publish(self._log.emit(event))  # type: ignore[arg-type]
 
@@ -532,13 +512,7 @@ class AgentWorkflow:
             self._set_phase("awaiting_approval", describe_waiting(self._state.round, waiting))
 
     def _should_continue_as_new(self) -> bool:
-        info = workflow.info()
-        if info.is_continue_as_new_suggested():
-            return True
-        if info.get_current_history_size() >= MAX_GENERATION_BYTES:
-            return True
-        cap = self._state.options.max_history_events
-        return cap is not None and info.get_current_history_length() >= cap
+        return generations.history_full(self._state.options.max_history_events)
 
     async def _continue_as_new(self) -> AgentRunResult | None:
         """Hand the state to the next generation (live followers follow on to it). This
@@ -574,15 +548,5 @@ class AgentWorkflow:
 
     def _result(self) -> AgentRunResult:
         assert self._finish_reason is not None
-        messages = self._state.messages
-        setup = self._state.setup
-        if self._limits.strict_sizes and not (setup is not None and setup.payload_store):
-            # A safety net: the conversation bound keeps the result far below this already.
-            messages, _ = bounds.fit_messages(messages, bounds.RESULT_BUDGET_BYTES)
-        return AgentRunResult(
-            messages=messages,
-            finish_reason=self._finish_reason,
-            rounds=self._state.round,
-            error=self._error,
-            usage=self._state.usage,
-        )
+        reason, strict = self._finish_reason, self._limits.strict_sizes
+        return generations.result_of(self._state, reason, self._error, strict_sizes=strict)

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from workflows import globs
 from workflows import legacy as policy_module
-from workflows.approvals import remember, remembered_rule
 from workflows.legacy import shell_safe
 from workflows.model import ToolApprovalResponse
 from workflows.policy import (
@@ -27,6 +26,7 @@ from workflows.policy import (
     policy_view,
     rule_matches,
 )
+from workflows.remember import remember, remembered_rule
 from workflows.rules import ApprovalPolicy, PolicyRule
 
 METACHARACTERS = "\n\r\x00;&|`$><()\\'\""
