@@ -256,9 +256,11 @@ class AgentWorkflow:
             self._conversation.flush_held()
             # 3. Round limit.
             if state.round >= state.options.max_rounds:
-                if not self._turns.in_session():
-                    return self._finish_at_round_limit()
                 limit = state.options.max_rounds
+                if not self._turns.in_session():
+                    if self._rules.round_limit_warning:
+                        self._warn(round_limit_warning(state.messages, limit))
+                    return self._finish("max_rounds")
                 self._turns.end(round_limit_warning(state.messages, limit, session=True))
                 continue
             # 4. Call the model.
@@ -525,12 +527,6 @@ class AgentWorkflow:
             if problem is not None:
                 return self._finish("error", problem)
         workflow.continue_as_new(handed)
-
-    def _finish_at_round_limit(self) -> AgentRunResult:
-        if self._rules.round_limit_warning:
-            state = self._state
-            self._warn(round_limit_warning(state.messages, state.options.max_rounds))
-        return self._finish("max_rounds")
 
     def _finish(self, reason: FinishReason, error: str | None = None) -> AgentRunResult:
         if error is not None:
