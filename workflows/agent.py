@@ -3,37 +3,34 @@
 One iteration, in priority order: cancel > apply answers (resume) > max rounds > call the model.
 The workflow never does I/O: every model call and every tool execution is an activity
 (`activity_calls`). Its state is one object (`AgentState`), handed to the next generation as it
-is at continue-as-new (`state`). Each concept has one owner beside the loop: the messages
-(`conversation.Conversation`), the answers and the rules' decisions (`approvals.Approvals`), the
-event log (`event_log`), the live stream (`live_stream`), what the Temporal UI and the inbox see
-(`visibility`); the rules a run follows come from its release, read once (`versions`, `bounds`).
+is at continue-as-new (`state`, `generations`). Each concept has one owner beside the loop: the
+messages (`conversation`), the answers and the rules' decisions (`approvals`), a model call
+(`model_call`), a session's turns (`turns`), the durable waits (`waits`), what handlers take
+(`doors`), the event log, the live stream, what the Temporal UI and the inbox see
+(`visibility`); the rules a run follows are read once, into `versions.Rules`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from datetime import timedelta
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from temporalio import workflow
 from temporalio.common import RawValue
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
-    from workflows import bounds, metrics, names
+    from workflows import bounds, generations, metrics, names
     from workflows.approvals import Approvals
     from workflows.audit import audit_memo, audit_view, prompt_memo
     from workflows.batch import Batch, InFlight
-    from workflows.bounds import Limits
     from workflows.compaction import Compactor
     from workflows.conversation import Conversation
+    from workflows.doors import Doors
     from workflows.event_log import EventLog, preview
     from workflows.inputs import (
-        UNSEALED,
         Parsed,
-        decode,
-        is_plaintext,
         parse_approval_policy,
         parse_cancel,
         parse_user_message,
@@ -45,33 +42,25 @@ with workflow.unsafe.imports_passed_through():
         AgentRunResult,
         AgentState,
         AgentStatus,
-        ApprovalWait,
         AuditView,
-        AwaitingApprovalEvent,
         BaseEvent,
         CancelRequest,
         ChatMessage,
         ErrorEvent,
         FinishedEvent,
         FinishReason,
-        LlmRequest,
         LlmResponse,
         Phase,
-        SessionWait,
-        TextDeltaEvent,
         ToolApprovalResponse,
         ToolCall,
         WarningEvent,
     )
+    from workflows.model_call import Ended, ModelCall
     from workflows.notices import (
         APPROVAL_TIMED_OUT,
         CANCELLED_MESSAGE,
-        EMPTY_REPLY_NUDGE,
         cancel_message,
         empty_reply,
-        length_warning,
-        nothing_returned_warning,
-        nudged_already,
         repeat_limit_warning,
         round_limit_warning,
     )
@@ -80,23 +69,18 @@ with workflow.unsafe.imports_passed_through():
     from workflows.rules import PolicyView
     from workflows.seal import (
         START_ROLE,
-        seal_problem,
-        signal_role,
-        update_role,
         was_sealed,
     )
     from workflows.state import (
-        carried_once,
-        fit_handover,
+        bounded_handover,
         handed_over,
         handover,
         initial_state,
     )
-    from workflows.versions import Behaviour
+    from workflows.turns import Turns
+    from workflows.versions import Rules
     from workflows.visibility import Visibility, describe_waiting
-
-MAX_GENERATION_BYTES = 3_500_000
-"""Continue as new once a generation's history is this big, even before Temporal suggests it."""
+    from workflows.waits import Waits
 
 
 @workflow.defn(name=names.WORKFLOW_TYPE)
@@ -104,32 +88,32 @@ class AgentWorkflow:
     @workflow.init
     def __init__(self, input: AgentRunInput) -> None:
         info = workflow.info()
-        self._behaviour = Behaviour.of_this_run()
-        self._limits = Limits() if self._behaviour.hardened else Limits.first_release()
+        self._rules = rules = Rules.of_this_run()
+        self._limits = rules.limits
         self._state: AgentState
         continued = info.continued_run_id is not None
-        if self._behaviour.sound_seams:
+        if rules.real_handovers_only:
             continued = handed_over(info.continued_run_id, info.attempt, info.cron_schedule)
         self._state, self._refused = initial_state(
             input,
             continued=continued,
-            strict=self._behaviour.trust_and_time,
-            cron=self._behaviour.sound_seams and bool(info.cron_schedule),
+            strict=rules.strict_continuation,
+            cron=rules.refuse_cron and bool(info.cron_schedule),
         )
-        self._sealed_only = self._behaviour.trust_and_time and not input.arrived_in_plaintext
-        self._bound = (
-            self._sealed_only and self._behaviour.sound_seams and was_sealed(input._sealed_for)
+        sealed_only = rules.sealed_inputs_only and not input.arrived_in_plaintext
+        self._doors = Doors(
+            sealed_only=sealed_only,
+            bound=sealed_only and rules.seal_binding and was_sealed(input._sealed_for),
         )
         """Sealed payloads are taken only by the run and handler they were sealed for."""
-        if self._bound and self._refused is None and not continued:
-            self._refused = self._unbound(input._sealed_for, START_ROLE, first_run=False)
+        if self._doors.bound and self._refused is None and not continued:
+            self._refused = self._doors.unbound(input._sealed_for, START_ROLE, first_run=False)
         self._log = EventLog(self._state)
         self._conversation = Conversation(self._state, self._limits)
         self._approvals = Approvals(
             self._state,
             self._conversation,
-            behaviour=self._behaviour,
-            limits=self._limits,
+            rules=rules,
             run_id=info.first_execution_run_id,
             emit=self._emit,
             warn=self._warn,
@@ -142,15 +126,44 @@ class AgentWorkflow:
             self._emit,
             self._approvals.offered_specs,
             self._warn,
-            sound_seams=self._behaviour.sound_seams,
+            makes_room=rules.compaction_makes_room,
+            summary_as_user=rules.summary_as_user,
         )
         self._notifier = Notifier(self._state, self._warn)
+        self._turns = Turns(
+            self._state,
+            self._conversation,
+            self._approvals,
+            per_turn_limits=rules.per_turn_limits,
+            warn=self._warn,
+            now=workflow.now,
+        )
+        self._waits = Waits(
+            self._state,
+            self._approvals,
+            self._notifier,
+            self._turns,
+            emit=self._emit,
+            set_phase=self._set_phase,
+            handing_over=self._should_continue_as_new,
+        )
         self._visibility = Visibility()
         # Bookkeeping of this generation only (never carried):
         self._phase: Phase = "running"
         self._finish_reason: FinishReason | None = None
         self._error: str | None = None
         self._inflight = InFlight()
+        self._model = ModelCall(
+            self._state,
+            self._conversation,
+            self._approvals,
+            self._compactor,
+            self._inflight,
+            rules=rules,
+            emit=self._emit,
+            warn=self._warn,
+            set_phase=self._set_phase,
+        )
         self._batch = Batch(
             self._conversation,
             self._approvals,
@@ -159,7 +172,7 @@ class AgentWorkflow:
             self._emit,
             cancel_requested=lambda: self._state.cancel is not None,
         )
-        self._live = LiveStream(self._state.stream, self._warn, sealed_only=self._sealed_only)
+        self._live = LiveStream(self._state.stream, self._warn, sealed_only=sealed_only)
 
     # ------------------------------------------------------------------ run
 
@@ -187,35 +200,21 @@ class AgentWorkflow:
         the first generation, check the input and let the calls it brings through the gate. A
         result when the run ends right there."""
         state = self._state
-        if self._behaviour.trust_and_time:
-            # This release's runs read the worker's setup in every generation: what decides a
-            # call (tools, enforced rules, notifications) is the worker's as it is now, never a
-            # value carried over.
-            first = state.setup is None
-            if first or self._behaviour.sound_seams:
-                setup = state.setup = await calls.worker_setup()
-                self._approvals.know_tools(setup.tools)
-                state.worker_policy = setup.policy
-                if first:
-                    self._compactor.start(setup)
-        else:
-            if state.tool_specs is None:
-                self._approvals.know_tools(await calls.list_tools())
-            if self._behaviour.worker_policy and state.worker_policy is None:
-                state.worker_policy = await calls.worker_policy()
+        await generations.read_setup(state, self._rules, self._approvals, self._compactor)
         if state.generation > 0:
             return None
         stored = state.setup is not None and state.setup.payload_store
-        if self._behaviour.sound_seams and not stored and (memo := prompt_memo(state)):
+        if self._rules.prompt_in_memo and not stored and (memo := prompt_memo(state)):
             # The runs page's prompt column, without a query per row; never with a payload
             # store, whose promise is that history holds references, not the conversation.
             workflow.upsert_memo(memo)
-        if problem := self._approvals.unmatchable(state.run_rules):
+        if problem := self._approvals.policy.unmatchable(state.run_rules):
             await self._refuse(f"Invalid AgentRunInput: options.approval_policy: {problem}")
-        self._warn_unknown_options()
+        for key in sorted(state.options.model_extra or {}):
+            self._warn(f"unknown option '{key}' ignored")
         if self._limits.strict_sizes and (problem := self._conversation.too_large()):
             return self._finish("error", problem)
-        if self._behaviour.trust_and_time:
+        if self._rules.gate_input_calls:
             # Calls the input brings pass the same gate as the model's: the rules first.
             self._approvals.admit(self._conversation.pending())
         self._approvals.apply_seed(state.options.tool_approval_responses, finished=False)
@@ -225,7 +224,7 @@ class AgentWorkflow:
         """A run refused at start fails with `InvalidAgentRunInput`. This release's runs first
         end as every run does, so followers, the inbox and the runs page say why: an `error`
         and a `finished` event, the phase `finished`, the reason in the memo."""
-        if self._behaviour.sound_seams:
+        if self._rules.end_before_refusing:
             self._finish("error", problem)
             await self._live.close()
         raise ApplicationError(problem, type="InvalidAgentRunInput", non_retryable=True)
@@ -241,7 +240,7 @@ class AgentWorkflow:
                     return ended
             # A session between turns (`keep_alive`): wait for the next message.
             if state.session_wait is not None:
-                if not await self._wait_for_message(state.session_wait):
+                if not await self._waits.for_message(state.session_wait):
                     return self._finish("stop")
                 continue  # a message (a new turn), a cancel, or continue-as-new
             # 2. Answers to apply (or a batch that needs none): resume from the messages.
@@ -251,19 +250,21 @@ class AgentWorkflow:
                     past_limit = await self._run_batch(pending)
                     state.round += 1
                     if past_limit:
-                        self._end_turn(repeat_limit_warning(state.options.max_repeats))
+                        self._turns.end(repeat_limit_warning(state.options.max_repeats))
                     continue
-                timed_out = await self._wait_for_answers(pending)
+                timed_out = await self._waits.for_answers(pending)
                 if timed_out and state.options.on_approval_timeout == "cancel":
                     return self._finish("cancelled", APPROVAL_TIMED_OUT)
                 continue
             self._conversation.flush_held()
             # 3. Round limit.
             if state.round >= state.options.max_rounds:
-                if not self._in_session():
-                    return self._finish_at_round_limit()
                 limit = state.options.max_rounds
-                self._end_turn(round_limit_warning(state.messages, limit, session=True))
+                if not self._turns.in_session():
+                    if self._rules.round_limit_warning:
+                        self._warn(round_limit_warning(state.messages, limit))
+                    return self._finish("max_rounds")
+                self._turns.end(round_limit_warning(state.messages, limit, session=True))
                 continue
             # 4. Call the model.
             response = await self._ask_model()
@@ -275,137 +276,26 @@ class AgentWorkflow:
                 continue  # the next iteration ends the run, runs the calls or waits for approval
             if state.held_messages:
                 continue  # a message arrived while the model was answering: answer it too
-            if self._behaviour.sound_seams and empty_reply(state.messages[-1]):
-                if ended := self._after_empty_reply():
-                    return ended
+            if self._rules.nudge_empty_reply and empty_reply(state.messages[-1]):
+                if self._turns.after_empty_reply():
+                    return self._finish("stop")
                 continue
             if not state.options.keep_alive:
                 return self._finish("stop")
-            self._await_next_turn()
+            self._turns.await_next()
 
     # ------------------------------------------------------------ turns
-
-    def _in_session(self) -> bool:
-        """A session of this release: a turn that stops at a limit ends the turn, not the run."""
-        return self._behaviour.sound_seams and self._state.options.keep_alive
-
-    def _after_empty_reply(self) -> AgentRunResult | None:
-        """An empty reply is no answer: the model is asked again once, with a nudge; a second
-        one in a row ends the turn (the run, outside a session). A result when the run ends."""
-        state = self._state
-        if not nudged_already(state.messages):
-            self._conversation.append(ChatMessage.user(EMPTY_REPLY_NUDGE))
-            return None
-        if not state.options.keep_alive:
-            self._warn(nothing_returned_warning(session=False))
-            return self._finish("stop")
-        self._end_turn(nothing_returned_warning(session=True))
-        return None
-
-    def _end_turn(self, warning: str) -> None:
-        """A session's turn stopped short of an answer: say why, and wait for the next message.
-        A message that arrived while the turn ran (the last one, not yet answered) starts the
-        next turn at once."""
-        self._warn(warning)
-        state = self._state
-        last = state.messages[-1] if state.messages else None
-        unanswered = last is not None and last.role == "user" and last.content != EMPTY_REPLY_NUDGE
-        if unanswered and state.round > 0:
-            self._start_turn()
-            return
-        self._await_next_turn()
-
-    def _await_next_turn(self) -> None:
-        """Between turns: the loop waits for the next message (until the idle deadline)."""
-        idle = self._state.options.idle_timeout_seconds
-        self._state.session_wait = SessionWait(
-            idle_deadline=None if idle is None else workflow.now() + timedelta(seconds=idle)
-        )
-
-    def _start_turn(self) -> None:
-        """A new turn: its rounds count from zero (and, this release, its repeats)."""
-        self._state.session_wait = None
-        self._state.round = 0
-        self._approvals.repeats.new_turn()
 
     # ------------------------------------------------------------ the model
 
     async def _ask_model(self) -> LlmResponse | None:
-        """One model call; the reply joins the conversation. None when the run ended (an error)
-        or a cancel interrupted the call."""
-        state = self._state
-        if problem := self._conversation.too_large():
-            self._finish("error", problem)
+        """One model call (`ModelCall`). None when the run ended (an error) or a cancel
+        interrupted the call."""
+        asked = await self._model.ask()
+        if isinstance(asked, Ended):
+            self._finish("error", asked.problem)
             return None
-        self._set_phase("running", f"round {state.round}: waiting for the model")
-        metrics.round_started()
-        if problem := await self._compactor.fit():
-            self._finish("error", problem)
-            return None
-        info = workflow.info()
-        sent = len(state.messages)
-        handle = calls.start_llm(
-            LlmRequest(
-                workflow_id=info.workflow_id,
-                run_id=info.run_id,
-                message_count=len(self._compactor.view()) if self._compactor.active else sent,
-                round=state.round,
-                tools=self._approvals.allowed_tools(),
-                model=state.options.model,
-                temperature=state.options.temperature,
-                max_tokens=state.options.max_tokens,
-                view=self._compactor.active,
-            ),
-            until_given_up=self._behaviour.sound_seams,
-        )
-        self._inflight.add("llm", handle)
-        try:
-            response: LlmResponse = await handle
-        except ActivityError as err:
-            if calls.is_cancellation(err):
-                if state.cancel is None:
-                    raise  # Temporal's own cancellation: run() ends the run as cancelled
-                return None
-            detail = calls.failure_detail(err)
-            named = calls.context_exceeded(err) if self._compactor.active else None
-            if named is not None:
-                # Too long for the model: a lower window, a smaller view, the call again.
-                if (problem := self._compactor.too_long(named, detail, sent)) is None:
-                    return None
-                self._finish("error", problem)
-                return None
-            self._finish("error", f"LLM call failed: {detail}")
-            return None
-        finally:
-            self._inflight.remove("llm")
-        self._compactor.learn(response.usage, sent)
-        return response if self._take_reply(response) else None
-
-    def _take_reply(self, response: LlmResponse) -> bool:
-        """The reply joins the conversation and its calls pass the gate. False when it cannot
-        (the run ended)."""
-        state = self._state
-        state.usage = state.usage + response.usage
-        message = self._conversation.reply(
-            response.message.content, response.message.tool_calls or [], state.round
-        )
-        if message.content:
-            self._emit(TextDeltaEvent(delta=preview(message.content)))
-        if self._limits.strict_sizes:
-            added = bounds.json_bytes(message)
-            if problem := self._conversation.too_large(added, reply=added):
-                self._finish("error", problem)
-                return False
-        self._conversation.append(message)
-        for warning in response.warnings:
-            self._warn(warning)
-        calls_made = message.tool_calls or []
-        if response.finish_reason == "length" and self._behaviour.trust_and_time:
-            state.cut_off.update({call.id: response.max_tokens for call in calls_made})
-        self._approvals.admit(calls_made, from_text=response.calls_from_text)
-        if response.finish_reason == "length":
-            self._warn(length_warning(response, say_which_limit=self._behaviour.trust_and_time))
-        return True
+        return asked
 
     # -------------------------------------------------------------- tools
 
@@ -422,10 +312,10 @@ class AgentWorkflow:
             allowed.__contains__,
             max_runs=self._limits.max_calls_per_reply,
             max_argument_chars=self._limits.max_argument_chars,
-            refuse=self._approvals.refusal if self._behaviour.trust_and_time else None,
+            refuse=self._approvals.refusal if self._rules.refuse_unrunnable_calls else None,
         )
-        past_limit = self._in_session() and self._approvals.past_repeat_limit(pending)
-        self._approvals.count_rejections(pending)
+        past_limit = self._turns.in_session() and self._approvals.repeats.past_limit(pending)
+        self._approvals.repeats.count_answers(pending)
         await self._batch.run(pending, steps)
         self._approvals.batch_done()
         state.approval_wait = None
@@ -433,79 +323,6 @@ class AgentWorkflow:
         return past_limit
 
     # ------------------------------------------------------------ waiting
-
-    async def _wait_for_answers(self, pending: list[ToolCall]) -> bool:
-        """Wait durably until every pending call is answered, or cancel, or the timeout (people
-        are told when the wait begins, and reminded at half its timeout).
-
-        Returns True when the approval timeout fired.
-        """
-        state = self._state
-        waiting = self._approvals.unanswered(pending)
-        if state.approval_wait is None:
-            self._emit(AwaitingApprovalEvent(pending=[bounds.event_call(c) for c in waiting]))
-            seconds = state.options.approval_timeout_seconds
-            now = workflow.now()
-            state.approval_wait = ApprovalWait(
-                since=now, deadline=None if seconds is None else now + timedelta(seconds=seconds)
-            )
-            self._notifier.waiting(waiting)
-        self._set_phase("awaiting_approval", describe_waiting(state.round, waiting))
-        while True:
-            deadline = state.approval_wait.deadline
-            reminder = self._notifier.reminder_due()
-            until = reminder or deadline
-            timeout: float | None = None
-            if until is not None:
-                timeout = max(0.0, (until - workflow.now()).total_seconds())
-            try:
-                await workflow.wait_condition(
-                    lambda: (
-                        state.cancel is not None
-                        or not self._approvals.unanswered(pending)
-                        or self._should_continue_as_new()
-                    ),
-                    timeout=timeout,
-                    timeout_summary="approval reminder" if reminder else "approval timeout",
-                )
-                return False
-            except TimeoutError:
-                if reminder is not None:
-                    self._notifier.waiting(self._approvals.unanswered(pending), reminder=True)
-                    continue
-            if state.options.on_approval_timeout == "reject":
-                for call in self._approvals.unanswered(pending):
-                    self._approvals.answer(
-                        ToolApprovalResponse(
-                            call_id=call.id, approved=False, reason=APPROVAL_TIMED_OUT
-                        ),
-                        source="timeout",
-                    )
-            return True
-
-    async def _wait_for_message(self, wait: SessionWait) -> bool:
-        """A session between turns, durably, across continue-as-new (the idle deadline is
-        carried). Returns False when the idle timeout ended it; a message starts a new turn."""
-        state = self._state
-        self._set_phase("waiting_for_message", "waiting for the next message")
-        timeout: float | None = None
-        if wait.idle_deadline is not None:
-            timeout = max(0.0, (wait.idle_deadline - workflow.now()).total_seconds())
-        try:
-            await workflow.wait_condition(
-                lambda: (
-                    bool(state.held_messages)
-                    or state.cancel is not None
-                    or self._should_continue_as_new()
-                ),
-                timeout=timeout,
-                timeout_summary="session idle timeout",
-            )
-        except TimeoutError:
-            return False
-        if state.held_messages:
-            self._start_turn()
-        return True
 
     # ----------------------------------------------------------- handlers
 
@@ -523,15 +340,7 @@ class AgentWorkflow:
         if handler is None:
             self._warn(f"unknown signal '{bounds.shown(name)}' ignored")
             return
-        payload, error = decode(
-            args,
-            optional=name == names.SIGNAL_CANCEL,
-            sealed_only=self._sealed_only,
-        )
-        if error is None and self._bound:
-            error = (
-                UNSEALED if not args else self._unbound(args[0].payload.metadata, signal_role(name))
-            )
+        payload, error = self._doors.signal(name, args)
         if error is not None:
             self._warn(f"{name}: {error}; signal ignored")
             return
@@ -582,11 +391,9 @@ class AgentWorkflow:
     def _stream_publish(self, payload: RawValue) -> None:
         """A publish to the live stream: see `LiveStream.on_publish` (declared on the class so a
         publish in a run's first activation is decoded for this handler)."""
-        if self._bound and not is_plaintext(payload):
-            problem = self._unbound(payload.payload.metadata, signal_role(STREAM_PUBLISH_SIGNAL))
-            if problem is not None:
-                self._warn(f"stream publish: {problem}; ignored")
-                return
+        if (problem := self._doors.stream(payload)) is not None:
+            self._warn(f"stream publish: {problem}; ignored")
+            return
         self._live.on_publish(payload)
 
     @workflow.update(name=names.UPDATE_SUBMIT_APPROVAL)
@@ -599,11 +406,7 @@ class AgentWorkflow:
         self._validated_approval(payload)
 
     def _validated_approval(self, payload: RawValue) -> ToolApprovalResponse:
-        value, error = decode([payload], optional=False, sealed_only=self._sealed_only)
-        if error is None and self._bound:
-            error = self._unbound(
-                payload.payload.metadata, update_role(names.UPDATE_SUBMIT_APPROVAL)
-            )
+        value, error = self._doors.update(names.UPDATE_SUBMIT_APPROVAL, payload)
         if error is not None:
             raise ApplicationError(error, type="InvalidApproval", non_retryable=True)
         taken = self._approvals.receive(value, finished=self._finished)
@@ -616,7 +419,7 @@ class AgentWorkflow:
         """Replace the run's rules (remembered ones included); calls waiting for a person that
         the new rules decide are decided at once. Returns the effective rules."""
         self._approvals.set_run_rules(self._validated_policy(payload))
-        return self._approvals.view()
+        return self._approvals.policy.view()
 
     @set_approval_policy.validator
     def _validate_set_approval_policy(self, payload: RawValue) -> None:
@@ -627,34 +430,18 @@ class AgentWorkflow:
             raise ApplicationError(
                 "the run has finished", type="InvalidApprovalPolicy", non_retryable=True
             )
-        value, error = decode([payload], optional=False, sealed_only=self._sealed_only)
-        if error is None and self._bound:
-            error = self._unbound(
-                payload.payload.metadata, update_role(names.UPDATE_SET_APPROVAL_POLICY)
-            )
+        value, error = self._doors.update(names.UPDATE_SET_APPROVAL_POLICY, payload)
         parsed = parse_approval_policy(value) if error is None else None
         if parsed is None or parsed.value is None:
             why = str(error) if parsed is None else str(parsed.error)
             raise ApplicationError(why, type="InvalidApprovalPolicy", non_retryable=True)
-        if problem := self._approvals.unmatchable(parsed.value.rules):
+        if problem := self._approvals.policy.unmatchable(parsed.value.rules):
             raise ApplicationError(problem, type="InvalidApprovalPolicy", non_retryable=True)
         return list(parsed.value.rules)
 
-    def _unbound(
-        self, metadata: Mapping[str, bytes], role: str, *, first_run: bool = True
-    ) -> str | None:
-        """Why a sealed payload is not this run's to take in `role` (see `workflows.seal`)."""
-        info = workflow.info()
-        return seal_problem(
-            metadata,
-            workflow_id=info.workflow_id,
-            role=role,
-            first_run_id=info.first_execution_run_id if first_run else None,
-        )
-
     @workflow.query(name=names.QUERY_POLICY)
     def policy(self) -> PolicyView:
-        return self._approvals.view()
+        return self._approvals.policy.view()
 
     @workflow.query(name=names.QUERY_STATUS)
     def status(self) -> AgentStatus:
@@ -705,11 +492,9 @@ class AgentWorkflow:
         return parsed.value
 
     def _cancel_message(self, request: CancelRequest) -> str:
-        return cancel_message(request) if self._behaviour.trust_and_time else CANCELLED_MESSAGE
-
-    def _warn_unknown_options(self) -> None:
-        for key in sorted(self._state.options.model_extra or {}):
-            self._warn(f"unknown option '{key}' ignored")
+        if not self._rules.cancel_reason_in_message:
+            return CANCELLED_MESSAGE
+        return cancel_message(request)
 
     def _emit(self, event: BaseEvent) -> None:
         self._live.publish(self._log.emit(event))  # type: ignore[arg-type]
@@ -732,13 +517,7 @@ class AgentWorkflow:
             self._set_phase("awaiting_approval", describe_waiting(self._state.round, waiting))
 
     def _should_continue_as_new(self) -> bool:
-        info = workflow.info()
-        if info.is_continue_as_new_suggested():
-            return True
-        if info.get_current_history_size() >= MAX_GENERATION_BYTES:
-            return True
-        cap = self._state.options.max_history_events
-        return cap is not None and info.get_current_history_length() >= cap
+        return generations.history_full(self._state.options.max_history_events)
 
     async def _continue_as_new(self) -> AgentRunResult | None:
         """Hand the state to the next generation (live followers follow on to it). This
@@ -746,26 +525,11 @@ class AgentWorkflow:
         result when the run cannot continue (it ends `error` saying why)."""
         await self._live.close()
         handed = handover(self._state, self._log.carry(), self._live.carried())
-        if self._behaviour.sound_seams:
-            handed, problem = self._bounded(handed)
+        if self._rules.bounded_handover:
+            handed, problem = bounded_handover(handed, self._state.setup)
             if problem is not None:
                 return self._finish("error", problem)
         workflow.continue_as_new(handed)
-
-    def _bounded(self, handed: AgentRunInput) -> tuple[AgentRunInput, str | None]:
-        """The hand-over with the run's rules once, cut to its budget. With a payload store
-        the hand-over goes to the store whole (Temporal holds a reference)."""
-        handed = carried_once(handed)
-        setup = self._state.setup
-        if setup is not None and setup.payload_store:
-            return handed, None
-        return fit_handover(handed, bounds.HANDOVER_BUDGET_BYTES)
-
-    def _finish_at_round_limit(self) -> AgentRunResult:
-        if self._behaviour.trust_and_time:
-            state = self._state
-            self._warn(round_limit_warning(state.messages, state.options.max_rounds))
-        return self._finish("max_rounds")
 
     def _finish(self, reason: FinishReason, error: str | None = None) -> AgentRunResult:
         if error is not None:
@@ -775,23 +539,13 @@ class AgentWorkflow:
         self._finish_reason = reason
         self._error = error
         self._set_phase("finished", f"finished: {reason}" + (f" ({error})" if error else ""))
-        if self._behaviour.trust_and_time:
-            said = error if self._behaviour.sound_seams else None
-            run_id = workflow.info().run_id if self._behaviour.sound_seams else None
+        if self._rules.audit:
+            said = error if self._rules.memo_names_error_and_run else None
+            run_id = workflow.info().run_id if self._rules.memo_names_error_and_run else None
             workflow.upsert_memo(audit_memo(self._state, reason, said, run_id))
         return self._result()
 
     def _result(self) -> AgentRunResult:
         assert self._finish_reason is not None
-        messages = self._state.messages
-        setup = self._state.setup
-        if self._limits.strict_sizes and not (setup is not None and setup.payload_store):
-            # A safety net: the conversation bound keeps the result far below this already.
-            messages, _ = bounds.fit_messages(messages, bounds.RESULT_BUDGET_BYTES)
-        return AgentRunResult(
-            messages=messages,
-            finish_reason=self._finish_reason,
-            rounds=self._state.round,
-            error=self._error,
-            usage=self._state.usage,
-        )
+        reason, strict = self._finish_reason, self._limits.strict_sizes
+        return generations.result_of(self._state, reason, self._error, strict_sizes=strict)

@@ -1,28 +1,26 @@
 """Approvals: the one owner of a run's answers.
 
 Every call enters the run through `admit` (a model's reply, or the calls a run's input brings):
-the rules decide it (the worker's enforced rules, then the run's, then the worker's defaults) or
-a person must. Every answer enters through `receive` (the `tool_approval` signal, the
+the rules decide it (`run_policy`: the worker's enforced rules, the run's, the worker's
+defaults) or a person must. Every answer enters through `receive` (the `tool_approval` signal, the
 `submit_approval` update, `tool_approval_responses` given at start), which applies the same
 checks whatever the door, and is recorded by `answer` (a person's, a rule's, the timeout's or a
-seeded one), which also applies an edit (through the rules again) and `remember`.
+seeded one), which also applies an edit (`edits`, through the rules again) and `remember`.
 
 No I/O: the workflow hands in the clock and where events go (`metrics` counts only in a run).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from workflows import bounds, metrics
+from workflows import bounds, legacy, metrics
 from workflows.arguments import arguments_digest
 from workflows.audit import record_decision
-from workflows.bounds import Limits
 from workflows.conversation import Conversation
+from workflows.edits import Edit, edited_call
 from workflows.inputs import parse_approval
 from workflows.model import (
     AgentState,
@@ -35,13 +33,14 @@ from workflows.model import (
     ToolCallEvent,
     ToolSpec,
 )
-from workflows.policy import Verdict, effective_rules, evaluate, literal_glob, policy_view
+from workflows.policy import Verdict
 from workflows.reconstruction import runnable
+from workflows.remember import remember, remembered_rule
 from workflows.repeats import Repeats
-from workflows.rule_check import unmatchable_rule
-from workflows.rules import MAX_RULE_REASON_CHARS, PolicyRule, PolicyView
+from workflows.rules import PolicyRule
+from workflows.run_policy import RunPolicy
 from workflows.tool_results import cut_off_message
-from workflows.versions import Behaviour
+from workflows.versions import Rules
 
 CHANGED_SINCE_SHOWN = "the call changed since it was shown"
 
@@ -64,8 +63,7 @@ class Approvals:
         state: AgentState,
         conversation: Conversation,
         *,
-        behaviour: Behaviour,
-        limits: Limits,
+        rules: Rules,
         run_id: str,
         emit: Emit,
         warn: Callable[[str], None],
@@ -74,8 +72,8 @@ class Approvals:
     ) -> None:
         self._state = state
         self._conversation = conversation
-        self._behaviour = behaviour
-        self._limits = limits
+        self._rules = rules
+        self._limits = rules.limits
         self._run_id = run_id
         self._emit = emit
         self._warn = warn
@@ -85,8 +83,13 @@ class Approvals:
         self._specs: dict[str, ToolSpec] = {s.name: s for s in state.tool_specs or []}
         self._runnable: dict[str, bool] = {}
         """Whether each call could run at all (a cache: derived from the call and the specs)."""
+        self.policy = RunPolicy(state, rules)
+        """The run's effective rules and what they say about a call."""
         self.repeats = Repeats(
-            state, enabled=behaviour.trust_and_time, per_turn=behaviour.sound_seams
+            state,
+            enabled=rules.repeat_limit,
+            per_turn=rules.per_turn_limits,
+            count_answers=rules.rejections_count_as_repeats,
         )
 
     # ---- the worker's tools
@@ -144,41 +147,9 @@ class Approvals:
         return self._evaluate(call)
 
     def _evaluate(self, call: ToolCall) -> Verdict:
-        """The rules' decision; this release's runs match paths as the tool opens them and
-        keep a shell character to its place in an allow pattern."""
-        current = self._behaviour.trust_and_time
+        """The rules' decision (`RunPolicy.evaluate`)."""
         spec = self._specs.get(call.name)
-        return evaluate(
-            self.rules(),
-            call.name,
-            call.arguments,
-            requires_approval=self.guarded(call),
-            path_parameters=spec.path_parameters if spec is not None and current else (),
-            legacy_shell_safety=not current,
-            path_root=spec.path_root if spec is not None and self._behaviour.sound_seams else None,
-        )
-
-    def unmatchable(self, rules: Sequence[PolicyRule]) -> str | None:
-        """Why one of a run's rules can never match a tool of this worker (this release's runs;
-        None while the tools are not known yet)."""
-        if not self._behaviour.trust_and_time or self._state.tool_specs is None:
-            return None
-        return unmatchable_rule(rules, self._state.tool_specs, origin="run")
-
-    # ---- the rules
-
-    def rules(self) -> list[PolicyRule]:
-        """The effective rules in evaluation order (the indices verdicts and events name)."""
-        worker = self._state.worker_policy
-        enforced = worker.enforced if worker is not None else []
-        defaults = worker.defaults if worker is not None else []
-        return effective_rules(enforced, self._state.run_rules, defaults)
-
-    def view(self) -> PolicyView:
-        worker = self._state.worker_policy
-        enforced = worker.enforced if worker is not None else []
-        defaults = worker.defaults if worker is not None else []
-        return policy_view(enforced, self._state.run_rules, defaults)
+        return self.policy.evaluate(call, spec, requires_approval=self.guarded(call))
 
     def set_run_rules(self, rules: Sequence[PolicyRule]) -> None:
         """Replace the run's rules; the calls waiting for a person that they decide now are
@@ -254,7 +225,7 @@ class Approvals:
         answer satisfies it, not a seeded one (this release's runs)."""
         call = self._conversation.pending_call(call_id)
         worker = self._state.worker_policy
-        if not self._behaviour.sound_seams or call is None or worker is None:
+        if not self._rules.enforced_ask_for_person or call is None or worker is None:
             return False
         verdict = self._evaluate(call)
         return (
@@ -275,14 +246,14 @@ class Approvals:
         response, note = parsed.value, parsed.note
         if response is None:
             return Received(problem=parsed.error or "invalid tool approval")
-        if self._behaviour.trust_and_time:
+        if self._rules.bind_answers_to_shown_call:
             if response.run_id is not None and response.run_id != self._run_id:
                 other = f"{CHANGED_SINCE_SHOWN} (it belongs to another run)"
                 return Received(problem=other, note=note)
         problem = self.problem(response.call_id, finished=finished)
         if problem is not None:
             return Received(problem=problem, note=note)
-        if self._behaviour.trust_and_time and response.arguments_sha256 is not None:
+        if self._rules.bind_answers_to_shown_call and response.arguments_sha256 is not None:
             call = self._conversation.pending_call(response.call_id)
             if call is not None and arguments_digest(call.arguments) != response.arguments_sha256:
                 return Received(problem=f"{CHANGED_SINCE_SHOWN} (its arguments differ)", note=note)
@@ -319,7 +290,7 @@ class Approvals:
         edit = None
         if response.approved and response.arguments is not None and call is not None:
             edit = edited_call(call, response.arguments)
-            if self._behaviour.trust_and_time and self._refuse_edit(response, edit):
+            if self._rules.refuse_edit_by_rule and self._refuse_edit(response, edit):
                 self._after_answer()
                 return
             self._conversation.replace_call(edit.call)
@@ -362,7 +333,7 @@ class Approvals:
     def _record(self, record: ApprovalRecord, edit: Edit | None, call: ToolCall | None) -> None:
         self._state.answers[record.call_id] = record
         metrics.approval_recorded(record, self._state.approval_wait)
-        if self._behaviour.trust_and_time and call is not None:
+        if self._rules.audit and call is not None:
             ran = edit.call if edit is not None else call
             record_decision(self._state, ran, record, edited=edit is not None)
         self._emit(
@@ -381,30 +352,34 @@ class Approvals:
         approval and has no answer is then denied."""
         if not responses:
             return
-        source: ApprovalSource = "seed" if self._behaviour.trust_and_time else "person"
-        for given in responses:
-            if self._behaviour.trust_and_time:
-                taken = self.receive(given, finished=finished)
-                if taken.note:
-                    self._warn(f"tool_approval_responses: {taken.note}")
-                if taken.response is None:
-                    self._warn(f"tool_approval_responses: {taken.problem}; ignored")
-                    continue
-                response = taken.response
-                if self.reserved_for_person(response.call_id):
-                    self._warn(
-                        f"tool_approval_responses: call '{bounds.shown(response.call_id)}' is for"
-                        " a person to answer (an enforced rule asks); ignored"
-                    )
-                    continue
-            else:
-                problem = self.problem(given.call_id, finished=finished)
-                if problem is not None:
-                    self._warn(f"tool_approval_responses: {problem}; ignored")
-                    continue
-                response = given
-            self.answer(response, source=source)
+        if self._rules.seed_through_gate:
+            for given in responses:
+                self._seed(given, finished=finished)
+        else:
+            legacy.seed_as_person(
+                responses,
+                problem=lambda call_id: self.problem(call_id, finished=finished),
+                answer=lambda response, source: self.answer(response, source=source),
+                warn=self._warn,
+            )
         self._state.seed_mode = bool(self._conversation.pending())
+
+    def _seed(self, given: ToolApprovalResponse, *, finished: bool) -> None:
+        """One answer given at start, through the door a person's takes (source `seed`)."""
+        taken = self.receive(given, finished=finished)
+        if taken.note:
+            self._warn(f"tool_approval_responses: {taken.note}")
+        if taken.response is None:
+            self._warn(f"tool_approval_responses: {taken.problem}; ignored")
+            return
+        response = taken.response
+        if self.reserved_for_person(response.call_id):
+            self._warn(
+                f"tool_approval_responses: call '{bounds.shown(response.call_id)}' is for"
+                " a person to answer (an enforced rule asks); ignored"
+            )
+            return
+        self.answer(response, source="seed")
 
     def refusal(self, call: ToolCall, arguments_error: str | None) -> str | None:
         """What a call that must not run is answered instead: the repeat limit, or arguments cut
@@ -416,73 +391,10 @@ class Approvals:
             return cut_off_message(self._state.cut_off[call.id])
         return None
 
-    def past_repeat_limit(self, pending: Sequence[ToolCall]) -> bool:
-        """Whether a pending call is answered because it is past the repeat limit (read before
-        the batch counts its calls)."""
-        refusals = (self.repeats.refusal(call) for call in pending)
-        return any(r is not None and r.past_limit for r in refusals)
-
-    def count_rejections(self, pending: Sequence[ToolCall]) -> None:
-        """Before the batch runs (this release): a person's no is remembered for the turn, and
-        it counts toward the repeat limit like a run, as does each call answered with it."""
-        if not self._behaviour.sound_seams:
-            return
-        for call in pending:
-            record = self._state.answers.get(call.id)
-            if record is not None:
-                if record.source == "person" and not record.approved:
-                    self.repeats.rejected(call, record.reason)
-                continue
-            refusal = self.repeats.refusal(call)
-            if refusal is not None and not refusal.past_limit:
-                self.repeats.ran(call)
-
     def batch_done(self) -> None:
         """The pending calls all have their tool messages: their answers are spent."""
         self._state.answers.clear()
         self._state.seed_mode = False
         self._state.cut_off.clear()
-        if self._behaviour.trust_and_time:
+        if self._rules.forget_asked_after_batch:
             self._state.asked.clear()
-
-
-# ---- remember: an answer that becomes a rule ----
-
-
-def remembered_rule(tool: str, answer: ToolApprovalResponse) -> PolicyRule:
-    """The rule an answer with `remember` adds: always allow (or deny) this tool in this run."""
-    reason = answer.reason
-    if reason is not None:
-        reason = reason[:MAX_RULE_REASON_CHARS]
-    return PolicyRule(
-        tool=literal_glob(tool), decision="allow" if answer.approved else "deny", reason=reason
-    )
-
-
-def remember(run_rules: Sequence[PolicyRule], rule: PolicyRule) -> list[PolicyRule]:
-    """The run's rules with `rule` at the front. A later rule with the same `tool` can never
-    decide again (the new rule, without `when`, matches every call it would), so it is dropped:
-    the list stays as long as the tools remembered, however often people answer."""
-    return [rule, *(r for r in run_rules if r.tool != rule.tool)]
-
-
-# ---- edit on approval: the call that runs ----
-
-
-@dataclass(frozen=True)
-class Edit:
-    call: ToolCall
-    """The call as it runs: the same id and tool, the person's arguments."""
-    original_arguments: Any
-    """The arguments the model gave."""
-
-
-def edited_call(call: ToolCall, arguments: dict[str, Any]) -> Edit:
-    """The call with the person's arguments, in the model's form: JSON text when the model sent
-    text (as chat models do), else the object."""
-    shown: Any = (
-        json.dumps(arguments, ensure_ascii=False) if isinstance(call.arguments, str) else arguments
-    )
-    return Edit(
-        call=call.model_copy(update={"arguments": shown}), original_arguments=call.arguments
-    )

@@ -129,7 +129,7 @@ def fit_messages(messages: Sequence[ChatMessage], budget: int) -> tuple[list[Cha
 
 @dataclass(frozen=True)
 class Limits:
-    """The size rules a run follows, chosen once from its release (`Limits.of(behaviour)`), so
+    """The size rules a run follows, one field of its `versions.Rules` (chosen once per run), so
     no code path asks "which release is this run?" on its own."""
 
     conversation_bytes: int = MAX_CONVERSATION_BYTES

@@ -20,7 +20,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from workflows import activity_calls as calls
-from workflows import context, metrics
+from workflows import context, legacy, metrics
 from workflows.conversation import Conversation
 from workflows.model import (
     AgentState,
@@ -52,16 +52,17 @@ class Compactor:
         offered: Callable[[], list[ToolSpec]],
         warn: Callable[[str], None],
         *,
-        sound_seams: bool = False,
+        makes_room: bool = False,
+        summary_as_user: bool = False,
     ) -> None:
         self._state = state
-        self._sound_seams = sound_seams
-        """This release's compaction (`context.Rules.sound`) and the summary as a user message."""
+        self._make: context.MakeRoom = context.make_room if makes_room else legacy.make_fit
+        """How a compaction makes room: this release's way, or the earlier releases'."""
         self._conversation = conversation
         self._emit = emit
         self._offered = offered
         self._warn = warn
-        if sound_seams:
+        if summary_as_user:
             self._summary_as_data()
 
     def _summary_as_data(self) -> None:
@@ -106,7 +107,7 @@ class Compactor:
             return None
         messages = self._conversation.messages
         done = await context.compact(
-            messages, ctx, self._tools_bytes(), self._rules(), self._summarise
+            messages, ctx, self._tools_bytes(), self._rules(), self._summarise, self._make
         )
         if done is None:
             return None
@@ -134,7 +135,6 @@ class Compactor:
             at=options.compact_at,
             to=options.compact_to,
             keep_rounds=options.keep_rounds,
-            sound=self._sound_seams,
         )
 
     async def _summarise(self, span: context.SummaryRange, ctx: ContextState) -> str | None:

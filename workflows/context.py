@@ -274,15 +274,11 @@ def cut_to_fit(
 @dataclass(frozen=True)
 class Rules:
     """How a run compacts (its options): past `at` of the window; `to`: the share of the window
-    a compaction brings the view down to; the last `keep_rounds` rounds are kept whole. `sound`:
-    this release's rules (a compaction makes room down to `to` from the older part only, and
-    touches the last rounds only when the request would not fit the window at all); else the
-    earlier releases' (each step stops as soon as the view is under `at`)."""
+    a compaction brings the view down to; the last `keep_rounds` rounds are kept whole."""
 
     at: float
     to: float
     keep_rounds: int
-    sound: bool = True
 
 
 Summarise = Callable[[SummaryRange, ContextState], Awaitable[str | None]]
@@ -307,25 +303,32 @@ class Compacted:
         return bool(self.dropped or self.summarised or self.cut)
 
 
+MakeRoom = Callable[
+    [Sequence[ChatMessage], ContextState, int, Rules, Summarise], Awaitable[Compacted]
+]
+"""A compaction's procedure: `make_room`, or an earlier release's (`workflows.legacy`)."""
+
+
 async def compact(
     messages: Sequence[ChatMessage],
     ctx: ContextState,
     tools: int,
     rules: Rules,
     summarise: Summarise,
+    make: MakeRoom | None = None,
 ) -> Compacted | None:
     """Compact the view when the request passes `rules.at` of the window (None: it does not, and
-    the view stays as it is, so the next request only adds to its end)."""
+    the view stays as it is, so the next request only adds to its end). `make`: how (this
+    release's `make_room` unless the run's rules say otherwise)."""
     assert ctx.window is not None
     before = estimate(messages, ctx, tools)
     if before <= rules.at * ctx.window:
         return None
-    make = _make_room if rules.sound else _make_fit
-    done = await make(messages, ctx, tools, rules, summarise)
+    done = await (make or make_room)(messages, ctx, tools, rules, summarise)
     return replace(done, before=before, after=estimate(messages, done.ctx, tools))
 
 
-async def _make_room(
+async def make_room(
     messages: Sequence[ChatMessage],
     ctx: ContextState,
     tools: int,
@@ -355,34 +358,6 @@ async def _make_room(
     cut = 0
     if over(messages, ctx, tools, 1.0):
         ctx, cut = cut_to_fit(messages, ctx, tools, rules.at * window)
-    return Compacted(ctx, 0, 0, dropped, summarised, cut, marker)
-
-
-async def _make_fit(
-    messages: Sequence[ChatMessage],
-    ctx: ContextState,
-    tools: int,
-    rules: Rules,
-    summarise: Summarise,
-) -> Compacted:
-    """The earlier releases' compaction: each step (drop, summarise, cut) stops as soon as the
-    view is under `rules.at` of the window."""
-    assert ctx.window is not None
-    share = rules.at
-    ctx, dropped = drop_old_results(messages, ctx, rules.keep_rounds)
-    summarised, marker = 0, None
-    if over(messages, ctx, tools, share):
-        span = summary_range(
-            messages, ctx, rules.keep_rounds, fits_once(messages, ctx, tools, share)
-        )
-        text = None if span is None else await summarise(span, ctx)
-        if span is not None and text is not None:
-            marker = marker_message(span.first, span.last, text)
-            ctx = with_summary(ctx, text, span.last, len(messages))
-            summarised = span.count
-    cut = 0
-    if ctx.window is not None and over(messages, ctx, tools, share):
-        ctx, cut = cut_to_fit(messages, ctx, tools, share * ctx.window)
     return Compacted(ctx, 0, 0, dropped, summarised, cut, marker)
 
 

@@ -587,7 +587,8 @@ class ToolRequest(BaseModel):
 
 class CarriedState(BaseModel):
     """The first release's continue-as-new hand-over (besides the messages). New generations get
-    an `AgentState`; this is still read so that runs continued by the first release go on."""
+    an `AgentState`; this is still read so that runs continued by the first release go on
+    (`legacy.from_carried`, until the date of `hardened-loop-1` in `versions.PATCHES`)."""
 
     round: int
     generation: int

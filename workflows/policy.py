@@ -9,8 +9,8 @@ How a `when` glob sees a call: a string argument as it is (a path parameter of t
 as its one text form (`workflows.arguments.arguments_json`). A glob of an `allow` rule is
 shell-safe by position (`workflows.globs`); `deny` and `ask` globs are plain `fnmatch` globs
 (matching more is never less safe there). Runs recorded before these rules decide with
-`legacy_shell_safety=True`: the earlier substring rule and the earlier text form, so their
-decisions replay unchanged.
+`legacy_shell_safety=True`: the earlier substring rule and the earlier text form
+(`workflows.legacy`), so their decisions replay unchanged.
 
 No Temporal here and nothing runs at import, so the workflow sandbox can re-import it freely.
 """
@@ -27,6 +27,7 @@ from typing import Any
 
 from workflows.arguments import arguments_json
 from workflows.globs import shell_safe_glob
+from workflows.legacy import legacy_value_text, listed, metacharacters_in, shell_safe
 from workflows.paths import normal_path
 from workflows.rules import (
     DEFAULT_DENY_REASON,
@@ -36,10 +37,6 @@ from workflows.rules import (
     PolicyRule,
     PolicyView,
 )
-
-LEGACY_SHELL_METACHARACTERS = ("\n", "\r", ";", "&", "|", "`", "$(", ">", "<")
-"""The substring rule of runs recorded before shell safety by position: an `allow` pattern
-never matched a value holding one of these unless the pattern held it anywhere."""
 
 _GLOB_SPECIAL = re.compile(r"([*?\[])")
 
@@ -87,14 +84,8 @@ def value_text(value: Any, *, legacy_shell_safety: bool = False) -> str:
     if isinstance(value, str):
         return value
     if legacy_shell_safety:
-        return json.dumps(value, separators=(",", ":"))
+        return legacy_value_text(value)
     return arguments_json(value)
-
-
-def shell_safe(pattern: str, value: str) -> bool:
-    """The earlier substring rule: False when `value` holds a metacharacter of
-    `LEGACY_SHELL_METACHARACTERS` that `pattern` does not hold anywhere."""
-    return not any(m in value and m not in pattern for m in LEGACY_SHELL_METACHARACTERS)
 
 
 def pattern_matches(
@@ -258,17 +249,13 @@ class _Call:
                     legacy_shell_safety=self._legacy,
                     path_root=self._path_root,
                 )
-                present = (
-                    frozenset(m for m in LEGACY_SHELL_METACHARACTERS if m in text)
-                    if self._legacy
-                    else frozenset()
-                )
+                present = metacharacters_in(text) if self._legacy else frozenset()
                 seen = self._texts[name] = (text, present)
             text, present = seen
             if not allow:
                 matcher = _glob(pattern)
             elif self._legacy:
-                if present and not present <= _listed(pattern):
+                if present and not present <= listed(pattern):
                     return False
                 matcher = _glob(pattern)
             else:
@@ -281,12 +268,6 @@ class _Call:
 @functools.lru_cache(maxsize=4096)
 def _glob(pattern: str) -> Callable[[str], re.Match[str] | None]:
     return re.compile(fnmatch.translate(pattern)).match
-
-
-@functools.lru_cache(maxsize=4096)
-def _listed(pattern: str) -> frozenset[str]:
-    """The metacharacters of the earlier substring rule that a pattern holds anywhere."""
-    return frozenset(m for m in LEGACY_SHELL_METACHARACTERS if m in pattern)
 
 
 # ---- globs ----

@@ -11,6 +11,7 @@ again. Pure; no Temporal import."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workflows.arguments import arguments_json
@@ -55,11 +56,20 @@ def already_rejected_message(call: ToolCall, reason: str | None) -> str:
 
 
 class Repeats:
-    def __init__(self, state: AgentState, *, enabled: bool, per_turn: bool = False) -> None:
+    def __init__(
+        self,
+        state: AgentState,
+        *,
+        enabled: bool,
+        per_turn: bool = False,
+        count_answers: bool = False,
+    ) -> None:
         self._state = state
         self._enabled = enabled
         self._per_turn = enabled and per_turn
         """Runs of this release: counts per turn, rejections counted and remembered."""
+        self._count_answers = count_answers
+        """Runs of this release: a batch's answers count (`count_answers`)."""
 
     @property
     def scope(self) -> str:
@@ -119,6 +129,27 @@ class Repeats:
         while len(rejections) > MAX_REMEMBERED_REJECTIONS:
             del rejections[next(iter(rejections))]
         self.ran(call)
+
+    def past_limit(self, pending: Sequence[ToolCall]) -> bool:
+        """Whether a pending call is answered because it is past the repeat limit (read before
+        the batch counts its calls)."""
+        refusals = (self.refusal(call) for call in pending)
+        return any(r is not None and r.past_limit for r in refusals)
+
+    def count_answers(self, pending: Sequence[ToolCall]) -> None:
+        """Before the batch runs (this release): a person's no is remembered for the turn, and
+        it counts toward the repeat limit like a run, as does each call answered with it."""
+        if not self._count_answers:
+            return
+        for call in pending:
+            record = self._state.answers.get(call.id)
+            if record is not None:
+                if record.source == "person" and not record.approved:
+                    self.rejected(call, record.reason)
+                continue
+            refusal = self.refusal(call)
+            if refusal is not None and not refusal.past_limit:
+                self.ran(call)
 
     def new_turn(self) -> None:
         """A session's next message: the counts and the rejections start again."""

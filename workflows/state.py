@@ -18,14 +18,14 @@ from dataclasses import replace
 from pydantic_core import to_json
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
+from workflows.bounds import HANDOVER_BUDGET_BYTES
+from workflows.legacy import from_carried
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
     AgentRunOptions,
     AgentState,
-    ApprovalWait,
-    CarriedState,
-    SessionWait,
+    WorkerSetup,
 )
 from workflows.rules import PolicyRule
 
@@ -120,6 +120,17 @@ def carried_once(handed: AgentRunInput) -> AgentRunInput:
     return handed.model_copy(update={"state": state.model_copy(update={"options": options})})
 
 
+def bounded_handover(
+    handed: AgentRunInput, setup: WorkerSetup | None
+) -> tuple[AgentRunInput, str | None]:
+    """The hand-over with the run's rules once, cut to its budget. With a payload store
+    the hand-over goes to the store whole (Temporal holds a reference)."""
+    handed = carried_once(handed)
+    if setup is not None and setup.payload_store:
+        return handed, None
+    return fit_handover(handed, HANDOVER_BUDGET_BYTES)
+
+
 def handover_bytes(run_input: AgentRunInput) -> int:
     """The input's size as the payload converter writes it (pydantic's JSON)."""
     return len(to_json(run_input))
@@ -200,29 +211,4 @@ def cannot_continue(state: AgentState, size: int, budget: int) -> str:
         f" (the conversation {messages} bytes, the run's rules {rules} bytes); start a new run"
         " with a shorter conversation or fewer rules, or give the worker a payload store"
         " (AGENT_PAYLOAD_STORE)"
-    )
-
-
-def from_carried(run_input: AgentRunInput, carried: CarriedState) -> AgentState:
-    """A hand-over written by the first release: flat fields beside the messages."""
-    wait = None
-    if carried.awaiting_announced and carried.awaiting_since is not None:
-        wait = ApprovalWait(since=carried.awaiting_since, deadline=carried.approval_deadline)
-    session = SessionWait(idle_deadline=carried.idle_deadline) if carried.between_turns else None
-    return AgentState(
-        messages=list(run_input.messages),
-        options=run_input.options,
-        round=carried.round,
-        generation=carried.generation,
-        events=list(carried.events),
-        next_seq=carried.next_seq,
-        answers=dict(carried.answers),
-        approval_wait=wait,
-        session_wait=session,
-        cancel=carried.cancel,
-        held_messages=list(carried.held_messages),
-        usage=carried.usage,
-        tool_specs=carried.tool_specs,
-        seed_mode=carried.seed_mode,
-        stream=carried.stream,
     )

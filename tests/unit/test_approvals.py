@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from workflows.approvals import Approvals
-from workflows.bounds import Limits
 from workflows.conversation import Conversation
 from workflows.model import (
     AgentRunOptions,
@@ -16,7 +15,7 @@ from workflows.model import (
     ToolCall,
     ToolSpec,
 )
-from workflows.versions import Behaviour
+from workflows.versions import Rules
 
 SPECS = [
     ToolSpec(name="list_dir", description="", parameters={}),
@@ -28,13 +27,11 @@ def approvals(
     messages: list[ChatMessage], *, hardened: bool = True, **options: object
 ) -> tuple[Approvals, AgentState]:
     state = AgentState(messages=messages, options=AgentRunOptions(**options), tool_specs=SPECS)
-    limits = Limits() if hardened else Limits.first_release()
-    behaviour = Behaviour(hardened=hardened, worker_policy=hardened, trust_and_time=hardened)
+    run_rules = Rules.this_release() if hardened else Rules.first_release()
     rules = Approvals(
         state,
-        Conversation(state, limits),
-        behaviour=behaviour,
-        limits=limits,
+        Conversation(state, run_rules.limits),
+        rules=run_rules,
         run_id="run-1",
         emit=lambda event: None,
         warn=lambda message: None,

@@ -165,7 +165,8 @@ def test_a_summary_carried_from_an_earlier_release_becomes_data(sound_seams):
         emit=lambda _e: None,
         offered=list,
         warn=lambda _w: None,
-        sound_seams=sound_seams,
+        makes_room=sound_seams,
+        summary_as_user=sound_seams,
     )
     [summary] = [m for m in compactor.view() if "they read f0" in m.content]
     assert summary.role == ("user" if sound_seams else "system")

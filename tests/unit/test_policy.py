@@ -15,10 +15,10 @@ from activities.policy_file import (
     load_policy_file,
     worker_policy_from_env,
 )
-from workflows.approvals import edited_call, remember, remembered_rule
 from workflows.arguments import arguments_json
 from workflows.bounds import MAX_ARGUMENT_CHARS
 from workflows.conversation import with_call
+from workflows.edits import edited_call
 from workflows.inputs import parse_approval, parse_approval_policy
 from workflows.model import (
     AgentRunInput,
@@ -36,6 +36,7 @@ from workflows.policy import (
     rule_matches,
     value_text,
 )
+from workflows.remember import remember, remembered_rule
 from workflows.rules import (
     MAX_PATTERN_CHARS,
     MAX_POLICY_BYTES,

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workflows import globs
-from workflows import policy as policy_module
-from workflows.approvals import remember, remembered_rule
+from workflows import legacy as policy_module
+from workflows.legacy import shell_safe
 from workflows.model import ToolApprovalResponse
 from workflows.policy import (
     effective_rules,
@@ -25,8 +25,8 @@ from workflows.policy import (
     pattern_matches,
     policy_view,
     rule_matches,
-    shell_safe,
 )
+from workflows.remember import remember, remembered_rule
 from workflows.rules import ApprovalPolicy, PolicyRule
 
 METACHARACTERS = "\n\r\x00;&|`$><()\\'\""

@@ -30,7 +30,7 @@ from workflows.repeats import (
     Repeats,
     call_key,
 )
-from workflows.versions import Behaviour
+from workflows.versions import Rules
 
 SPECS = [ToolSpec(name="run_command", description="", parameters={}, requires_approval=True)]
 
@@ -47,8 +47,7 @@ def approvals(run_state: AgentState, *, sound_seams: bool = True) -> Approvals:
     return Approvals(
         run_state,
         Conversation(run_state, Limits()),
-        behaviour=Behaviour(sound_seams=sound_seams),
-        limits=Limits(),
+        rules=Rules.this_release() if sound_seams else Rules.trust_and_time(),
         run_id="run-1",
         emit=lambda event: None,
         warn=lambda message: None,
@@ -127,25 +126,25 @@ def test_a_call_rejected_before_never_waits_for_a_person():
     first = echo("a")
     run_state.messages = [ChatMessage.assistant("", [first])]
     run_state.answers["a"] = person_no("a", "not now")
-    rules.count_rejections([first])
+    rules.repeats.count_answers([first])
     assert run_state.call_runs == {call_key(first): 1}
     again = echo("b")
     assert not rules.requires_approval(again)
     refusal = rules.refusal(again, None)
     assert refusal is not None and refusal.startswith("Rejected: not now")
     run_state.answers.clear()
-    rules.count_rejections([again])
+    rules.repeats.count_answers([again])
     assert run_state.call_runs == {call_key(first): 2}
-    assert not rules.past_repeat_limit([echo("c")])
-    rules.count_rejections([echo("c")])
-    assert rules.past_repeat_limit([echo("d")])  # max_repeats 3: the no and two repeats
+    assert not rules.repeats.past_limit([echo("c")])
+    rules.repeats.count_answers([echo("c")])
+    assert rules.repeats.past_limit([echo("d")])  # max_repeats 3: the no and two repeats
 
 
 def test_earlier_releases_ask_again_after_a_rejection():
     run_state = state()
     rules = approvals(run_state, sound_seams=False)
     run_state.answers["a"] = person_no("a")
-    rules.count_rejections([echo("a")])
+    rules.repeats.count_answers([echo("a")])
     assert run_state.call_runs == {} and run_state.turn_rejections == {}
     assert rules.requires_approval(echo("b"))
 

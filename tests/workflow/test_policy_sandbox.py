@@ -13,9 +13,9 @@ from temporalio.worker import Worker
 
 from activities.policy_file import PolicyActivities
 from workflows import names
-from workflows.approvals import remember, remembered_rule
 from workflows.model import ToolApprovalResponse
 from workflows.policy import effective_rules, evaluate, policy_view
+from workflows.remember import remember, remembered_rule
 from workflows.rules import ApprovalPolicy, PolicyView, WorkerPolicy
 
 

@@ -1,0 +1,67 @@
+"""A generation's edges: what it reads of the worker when it starts, when it continues as new,
+and the result the last one returns. What is handed over is `state`'s.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+from workflows import activity_calls as calls
+from workflows import bounds, legacy
+from workflows.approvals import Approvals
+from workflows.compaction import Compactor
+from workflows.model import AgentRunResult, AgentState, FinishReason
+from workflows.versions import Rules
+
+MAX_GENERATION_BYTES = 3_500_000
+"""Continue as new once a generation's history is this big, even before Temporal suggests it."""
+
+
+async def read_setup(
+    state: AgentState, rules: Rules, approvals: Approvals, compactor: Compactor
+) -> None:
+    """What the run needs of the worker: its tools and rules (carried afterwards), its window."""
+    if rules.read_worker_setup:
+        # This release's runs read the worker's setup in every generation: what decides a
+        # call (tools, enforced rules, notifications) is the worker's as it is now, never a
+        # value carried over.
+        first = state.setup is None
+        if first or rules.setup_every_generation:
+            setup = state.setup = await calls.worker_setup()
+            approvals.know_tools(setup.tools)
+            state.worker_policy = setup.policy
+            if first:
+                compactor.start(setup)
+    else:
+        worker_rules = calls.worker_policy if rules.read_worker_rules else None
+        await legacy.read_setup(state, approvals.know_tools, calls.list_tools, worker_rules)
+
+
+def history_full(max_history_events: int | None) -> bool:
+    """Whether this generation continues as new now: Temporal suggests it, or its history
+    reached MAX_GENERATION_BYTES or the run's `max_history_events`."""
+    info = workflow.info()
+    if info.is_continue_as_new_suggested():
+        return True
+    if info.get_current_history_size() >= MAX_GENERATION_BYTES:
+        return True
+    cap = max_history_events
+    return cap is not None and info.get_current_history_length() >= cap
+
+
+def result_of(
+    state: AgentState, reason: FinishReason, error: str | None, *, strict_sizes: bool
+) -> AgentRunResult:
+    """The run's result: the conversation (cut to its budget, without a payload store)."""
+    messages = state.messages
+    setup = state.setup
+    if strict_sizes and not (setup is not None and setup.payload_store):
+        # A safety net: the conversation bound keeps the result far below this already.
+        messages, _ = bounds.fit_messages(messages, bounds.RESULT_BUDGET_BYTES)
+    return AgentRunResult(
+        messages=messages,
+        finish_reason=reason,
+        rounds=state.round,
+        error=error,
+        usage=state.usage,
+    )

@@ -1,0 +1,139 @@
+"""One model call of the loop: the request, the reply joining the conversation, its calls
+entering through the gate (`Approvals.admit`).
+
+Before the call the conversation's size is checked and the view compacted to the window; a
+provider that says the request is too long lowers the window, and the loop calls again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from workflows import activity_calls as calls
+from workflows import bounds, metrics
+from workflows.approvals import Approvals
+from workflows.batch import InFlight
+from workflows.compaction import Compactor
+from workflows.conversation import Conversation
+from workflows.event_log import preview
+from workflows.model import (
+    AgentState,
+    BaseEvent,
+    LlmRequest,
+    LlmResponse,
+    Phase,
+    TextDeltaEvent,
+)
+from workflows.notices import length_warning
+from workflows.versions import Rules
+
+
+@dataclass(frozen=True)
+class Ended:
+    """The run cannot go on: it ends `error` saying why."""
+
+    problem: str
+
+
+class ModelCall:
+    def __init__(
+        self,
+        state: AgentState,
+        conversation: Conversation,
+        approvals: Approvals,
+        compactor: Compactor,
+        inflight: InFlight,
+        *,
+        rules: Rules,
+        emit: Callable[[BaseEvent], None],
+        warn: Callable[[str], None],
+        set_phase: Callable[[Phase, str], None],
+    ) -> None:
+        self._state = state
+        self._conversation = conversation
+        self._approvals = approvals
+        self._compactor = compactor
+        self._inflight = inflight
+        self._rules = rules
+        self._emit = emit
+        self._warn = warn
+        self._set_phase = set_phase
+
+    async def ask(self) -> LlmResponse | Ended | None:
+        """One model call; the reply joins the conversation. `Ended` when the run cannot go on
+        (why), None when a cancel interrupted the call or it is to be made again."""
+        state = self._state
+        if problem := self._conversation.too_large():
+            return Ended(problem)
+        self._set_phase("running", f"round {state.round}: waiting for the model")
+        metrics.round_started()
+        if problem := await self._compactor.fit():
+            return Ended(problem)
+        info = workflow.info()
+        sent = len(state.messages)
+        handle = calls.start_llm(
+            LlmRequest(
+                workflow_id=info.workflow_id,
+                run_id=info.run_id,
+                message_count=len(self._compactor.view()) if self._compactor.active else sent,
+                round=state.round,
+                tools=self._approvals.allowed_tools(),
+                model=state.options.model,
+                temperature=state.options.temperature,
+                max_tokens=state.options.max_tokens,
+                view=self._compactor.active,
+            ),
+            until_given_up=self._rules.llm_retried_until_given_up,
+        )
+        self._inflight.add("llm", handle)
+        try:
+            response: LlmResponse = await handle
+        except ActivityError as err:
+            if calls.is_cancellation(err):
+                if state.cancel is None:
+                    raise  # Temporal's own cancellation: run() ends the run as cancelled
+                return None
+            detail = calls.failure_detail(err)
+            named = calls.context_exceeded(err) if self._compactor.active else None
+            if named is not None:
+                # Too long for the model: a lower window, a smaller view, the call again.
+                if (problem := self._compactor.too_long(named, detail, sent)) is None:
+                    return None
+                return Ended(problem)
+            return Ended(f"LLM call failed: {detail}")
+        finally:
+            self._inflight.remove("llm")
+        self._compactor.learn(response.usage, sent)
+        if (ended := self._take(response)) is not None:
+            return ended
+        return response
+
+    def _take(self, response: LlmResponse) -> Ended | None:
+        """The reply joins the conversation and its calls pass the gate; `Ended` when it cannot
+        (the run ends)."""
+        state = self._state
+        state.usage = state.usage + response.usage
+        message = self._conversation.reply(
+            response.message.content, response.message.tool_calls or [], state.round
+        )
+        if message.content:
+            self._emit(TextDeltaEvent(delta=preview(message.content)))
+        if self._rules.limits.strict_sizes:
+            added = bounds.json_bytes(message)
+            if problem := self._conversation.too_large(added, reply=added):
+                return Ended(problem)
+        self._conversation.append(message)
+        for warning in response.warnings:
+            self._warn(warning)
+        calls_made = message.tool_calls or []
+        if response.finish_reason == "length" and self._rules.refuse_unrunnable_calls:
+            state.cut_off.update({call.id: response.max_tokens for call in calls_made})
+        self._approvals.admit(calls_made, from_text=response.calls_from_text)
+        if response.finish_reason == "length":
+            named = self._rules.length_warning_names_limit
+            self._warn(length_warning(response, say_which_limit=named))
+        return None

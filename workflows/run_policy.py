@@ -1,0 +1,58 @@
+"""A run's effective rules and what they say about a call: the worker's enforced rules, then
+the run's (remembered ones at their front), then the worker's defaults.
+
+The decisions themselves are `workflows.policy`'s pure functions; this module reads the rules
+from the run's state and says which of the run's `versions.Rules` the matching follows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from workflows.model import AgentState, ToolCall, ToolSpec
+from workflows.policy import Verdict, effective_rules, evaluate, policy_view
+from workflows.rule_check import unmatchable_rule
+from workflows.rules import PolicyRule, PolicyView
+from workflows.versions import Rules
+
+
+class RunPolicy:
+    def __init__(self, state: AgentState, rules: Rules) -> None:
+        self._state = state
+        self._rules = rules
+
+    def effective(self) -> list[PolicyRule]:
+        """The effective rules in evaluation order (the indices verdicts and events name)."""
+        worker = self._state.worker_policy
+        enforced = worker.enforced if worker is not None else []
+        defaults = worker.defaults if worker is not None else []
+        return effective_rules(enforced, self._state.run_rules, defaults)
+
+    def view(self) -> PolicyView:
+        worker = self._state.worker_policy
+        enforced = worker.enforced if worker is not None else []
+        defaults = worker.defaults if worker is not None else []
+        return policy_view(enforced, self._state.run_rules, defaults)
+
+    def evaluate(
+        self, call: ToolCall, spec: ToolSpec | None, *, requires_approval: bool
+    ) -> Verdict:
+        """The rules' decision; this release's runs match paths as the tool opens them and
+        keep a shell character to its place in an allow pattern."""
+        rules = self._rules
+        return evaluate(
+            self.effective(),
+            call.name,
+            call.arguments,
+            requires_approval=requires_approval,
+            path_parameters=spec.path_parameters if spec is not None and rules.path_rules else (),
+            legacy_shell_safety=not rules.positional_shell_safety,
+            path_root=spec.path_root if spec is not None and rules.paths_from_tool_root else None,
+        )
+
+    def unmatchable(self, rules: Sequence[PolicyRule]) -> str | None:
+        """Why one of a run's rules can never match a tool of this worker (this release's runs;
+        None while the tools are not known yet)."""
+        if not self._rules.check_rules_match_tools or self._state.tool_specs is None:
+            return None
+        return unmatchable_rule(rules, self._state.tool_specs, origin="run")
