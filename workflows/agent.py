@@ -205,8 +205,7 @@ class AgentWorkflow:
             return None
         stored = state.setup is not None and state.setup.payload_store
         if self._rules.prompt_in_memo and not stored and (memo := prompt_memo(state)):
-            # The runs page's prompt column, without a query per row; never with a payload
-            # store, whose promise is that history holds references, not the conversation.
+            # The runs page's prompt column (never with a store: history holds only references)
             workflow.upsert_memo(memo)
         if problem := self._approvals.policy.unmatchable(state.run_rules):
             await self._refuse(f"Invalid AgentRunInput: options.approval_policy: {problem}")
