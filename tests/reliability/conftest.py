@@ -1,6 +1,6 @@
 """Fixtures of the reliability suites: a results recorder (every test writes one row of what it
 did, what it observed and what it checked into `results.json`, which `report.py` turns into
-`docs/reliability.md`), temporary folders for workspaces and logs, and the CLI address of the
+`docs/reports/reliability.md`), temporary folders for workspaces and logs, and the CLI address of the
 session dev server."""
 
 from __future__ import annotations

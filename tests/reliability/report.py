@@ -1,7 +1,7 @@
-"""Regenerate docs/reliability.md from the outcomes the reliability tests recorded.
+"""Regenerate docs/reports/reliability.md from the outcomes the reliability tests recorded.
 
     .venv/bin/pytest -q tests/reliability       # writes tests/reliability/results.json (untracked)
-    .venv/bin/python -m tests.reliability.report  # writes docs/reliability.md
+    .venv/bin/python -m tests.reliability.report  # writes docs/reports/reliability.md
 
 Nothing in the tables is hand-written: every cell comes from a row a test recorded while it ran
 (what it did, what it observed, what it asserted, and whether it passed).
@@ -18,7 +18,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
-OUTPUT = HERE.parents[1] / "docs" / "reliability.md"
+OUTPUT = HERE.parents[1] / "docs" / "reports" / "reliability.md"
 
 SUITES = [
     (
