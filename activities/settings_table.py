@@ -1,7 +1,7 @@
-"""The tables of settings of the README and docs/running.md, made from the settings' own docs
+"""The tables of settings of the README and docs/worker.md, made from the settings' own docs
 (`activities.environment`), so each setting is written once.
 
-    python -m activities.settings_table            # the full table (docs/running.md)
+    python -m activities.settings_table            # the full table (docs/worker.md)
     python -m activities.settings_table --readme   # the README's short one
     python -m activities.settings_table --write    # put both in place, between their markers
 
@@ -45,7 +45,6 @@ LIBRARY_ROWS = (
         "*(none: no traces)*",
         "an OTLP/HTTP endpoint's base URL, e.g. `http://collector:4318`: every program exports"
         " traces (one per run); `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` (a full URL) wins",
-        readme=True,
     ),
     Row(
         "`OTEL_EXPORTER_OTLP_HEADERS`, `…_TIMEOUT`, `…_COMPRESSION`, `…_CERTIFICATE`, `OTEL_BSP_*`,"
@@ -107,13 +106,13 @@ def rows() -> list[Row]:
 
 def table(*, readme: bool) -> str:
     """The README's table (`readme`: the settings marked for it, links from the top folder) or
-    docs/running.md's (every setting, links from docs/)."""
+    docs/worker.md's (every setting, links from docs/)."""
     chosen = [r for r in rows() if r.readme or not readme]
     prefix = "docs/" if readme else ""
     return "\n".join([HEAD, *(r.line(prefix) for r in chosen)])
 
 
-PLACES = {"README.md": True, "docs/running.md": False}
+PLACES = {"README.md": True, "docs/worker.md": False}
 """Where the tables are, and whether each is the README's."""
 
 

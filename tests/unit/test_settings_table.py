@@ -1,4 +1,4 @@
-"""The README's and docs/running.md's tables of settings are the ones the settings' own docs make
+"""The README's and docs/worker.md's tables of settings are the ones the settings' own docs make
 (`python -m activities.settings_table`): a setting is written once, in activities/environment.py."""
 
 from __future__ import annotations
