@@ -4,7 +4,7 @@ accepts (`BadSetting`). The worker turns it into its `Settings`; the starter and
 inbox read it at start too, so a typo (`LLM_STREAM=flase`) stops every program the same way.
 
 The fields' docs are the settings' documentation: `python -m activities.settings_table` prints the
-table of the README and of docs/running.md from them.
+table of the README and of docs/worker.md from them.
 
 Values are strings in the environment; one rule each decides what a string means: a switch is
 `true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off` (any case) and nothing else; a mode is one of its
@@ -352,14 +352,12 @@ class Environment(BaseSettings):
         " timeout, DNS, TLS); every failed attempt is a `warning` event and one log line, then"
         " the run ends `error`",
         shown="`600`",
-        readme=True,
     )
     llm_max_tokens: Annotated[int | None, BeforeValidator(_whole)] = setting(
         "LLM_MAX_TOKENS",
         None,
         "most tokens per reply, sent as `max_tokens`; a run's `options.max_tokens` wins",
         shown="*(none)*",
-        readme=True,
     )
     llm_text_tool_calls: Annotated[TextCallMode, BeforeValidator(_choice(TEXT_CALL_MODES))] = (
         setting(
@@ -383,7 +381,6 @@ class Environment(BaseSettings):
         None,
         "the model's context window in tokens",
         shown="*(the server's `/props`, else 128000)*",
-        readme=True,
     )
     llm_summary_model: str | None = setting(
         "LLM_SUMMARY_MODEL",
@@ -397,7 +394,6 @@ class Environment(BaseSettings):
         "text, or `@FILE`: the first message of a run that has no system message (at most"
         " 100,000 bytes)",
         shown="*(none)*",
-        readme=True,
         secret=True,
     )
     workspace: str = setting(
@@ -445,7 +441,6 @@ class Environment(BaseSettings):
         "`true`: commands get their own network with an uplink (slirp4netns), never the host's"
         " loopback; refused without slirp4netns",
         shown="`false`",
-        readme=True,
     )
     command_max_processes: Count = setting(
         "AGENT_COMMAND_MAX_PROCESSES",
@@ -453,14 +448,12 @@ class Environment(BaseSettings):
         "processes and threads one command may have (its cgroup's `pids.max`, else RLIMIT_NPROC"
         " above the user's count)",
         shown="`256`",
-        readme=True,
     )
     command_max_memory_mb: Count = setting(
         "AGENT_COMMAND_MAX_MEMORY_MB",
         1024,
         "memory one command may use in all, in MiB (its cgroup's limit, else per process)",
         shown="`1024`",
-        readme=True,
     )
     stream_deltas: Switch = setting(
         "AGENT_STREAM_DELTAS",
@@ -515,7 +508,7 @@ class Environment(BaseSettings):
         None,
         "http(s) address that gets a POST when a call waits for a person, at half its approval"
         " timeout, and when such a run ends"
-        " ([notifications](docs/running.md#notifications-people-are-told-when-a-call-waits))",
+        " ([notifications](docs/notifications.md))",
         shown="*(none: nobody is told)*",
         readme=True,
         secret=True,
@@ -525,7 +518,6 @@ class Environment(BaseSettings):
         "json",
         "`json`: the agent's body; `slack`: a Slack incoming webhook's `{\"text\": …}`",
         shown="`json`",
-        readme=True,
     )
     notify_arguments: Annotated[bool | None, BeforeValidator(_switch)] = setting(
         "AGENT_NOTIFY_ARGUMENTS",
@@ -539,7 +531,6 @@ class Environment(BaseSettings):
         "the web inbox's address (no user info, query or fragment); notifications link to"
         " `AGENT_INBOX_URL/runs/ID`",
         shown="*(none: `url` is null)*",
-        readme=True,
     )
     task_queue: str | None = setting(
         "AGENT_TASK_QUEUE",
@@ -553,7 +544,7 @@ class Environment(BaseSettings):
         "AGENT_WORKER_PROCESSES",
         None,
         "run this many copies of the worker, each a process of its own (1 to 64; `--processes N`"
-        " wins) ([several worker processes](docs/running.md#several-worker-processes))",
+        " wins) ([several worker processes](docs/worker.md#several-worker-processes))",
         shown="`1`",
     )
     metrics_address: Annotated[str | None, BeforeValidator(_host_port)] = setting(
@@ -571,7 +562,6 @@ class Environment(BaseSettings):
         "`true`: the model-call and tool-call spans carry the messages, arguments and results"
         " (each cut to 32,000 characters)",
         shown="`false`",
-        readme=True,
     )
     encryption_key: str | None = setting(
         "AGENT_ENCRYPTION_KEY",
@@ -604,7 +594,7 @@ class Environment(BaseSettings):
         None,
         "`file:///PATH` or `s3://BUCKET/PREFIX`: payloads of 256 KiB and more go there, history"
         " holds a reference"
-        " ([the payload store](docs/running.md#big-conversations-the-payload-store))",
+        " ([the payload store](docs/payload-store.md))",
         shown="*(none: every payload in history)*",
         used_by="all",
         readme=True,
@@ -623,7 +613,6 @@ class Environment(BaseSettings):
         " without a store it is 1.4 MB and setting this stops the worker",
         shown="`64`",
         used_by="worker, with a store",
-        readme=True,
     )
     web_users_file: str | None = setting(
         "AGENT_WEB_USERS_FILE",
