@@ -3,7 +3,8 @@
 earlier releases.
 
 Everything they depend on is injected (the Temporal client, the settings, the tool registry,
-the httpx client), so the worker wires them once and tests build them with real parts.
+the httpx client), so the worker wires them once and tests build them with real parts. Without a
+client (`None`), each activity uses the client of the worker that runs it.
 
     activities = AgentActivities(client, Settings.from_env(), build_default_registry(workspace))
     Worker(client, task_queue=..., workflows=[AgentWorkflow], activities=activities.all())
@@ -64,7 +65,7 @@ TOOL_CONTENT_LIMIT = TOOL_CONTENT_CHARS
 class AgentActivities:
     def __init__(
         self,
-        client: Client,
+        client: Client | None,
         settings: Settings,
         registry: ToolRegistry,
         http: httpx.AsyncClient | None = None,
@@ -97,6 +98,11 @@ class AgentActivities:
             if settings.llm_base_url
             else None
         )
+
+    def _temporal(self) -> Client:
+        """The client given, else the worker's that runs this activity (`AgentPlugin` builds
+        these before the worker, whose client it is not told)."""
+        return self._client if self._client is not None else activity.client()
 
     def all(self) -> list[Callable[..., Any]]:
         return [
@@ -159,7 +165,7 @@ class AgentActivities:
                 return m.reply(await self._complete(request, m))
             except ServerUnreachable as err:
                 raise await model_retries.unreachable(
-                    err, info, wait, self._client, request.workflow_id
+                    err, info, wait, self._temporal(), request.workflow_id
                 ) from None
             except ApplicationError as err:
                 raise model_retries.after_failure(err, info) from None
@@ -220,7 +226,8 @@ class AgentActivities:
         """A summary of messages `first`..`last` of the run (read with the `messages` query),
         continuing from the previous summary, for the model's compacted view."""
         async with heartbeating():
-            handle = self._client.get_workflow_handle(request.workflow_id, run_id=request.run_id)
+            client = self._temporal()
+            handle = client.get_workflow_handle(request.workflow_id, run_id=request.run_id)
             record: list[ChatMessage] = await handle.query(
                 names.QUERY_MESSAGES, result_type=list[ChatMessage]
             )
@@ -242,7 +249,7 @@ class AgentActivities:
         """The live view of this call's text: batches on the run's stream (`deltas` topic)."""
         info = activity.info()
         return DeltaPublisher(
-            self._client,
+            self._temporal(),
             request.workflow_id,
             round=request.round,
             call=f"{info.workflow_run_id or request.run_id}/{info.activity_id}",
@@ -255,7 +262,7 @@ class AgentActivities:
     async def _conversation(self, request: LlmRequest) -> list[ChatMessage]:
         """The first `message_count` messages of the run, read with the `messages` query (the
         request names the conversation instead of carrying it)."""
-        handle = self._client.get_workflow_handle(request.workflow_id, run_id=request.run_id)
+        handle = self._temporal().get_workflow_handle(request.workflow_id, run_id=request.run_id)
         query = names.QUERY_MODEL_VIEW if request.view else names.QUERY_MESSAGES
         messages: list[ChatMessage] = await handle.query(query, result_type=list[ChatMessage])
         if len(messages) < request.message_count:

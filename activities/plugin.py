@@ -4,24 +4,28 @@
     client = await Client.connect("localhost:7233", plugins=[plugin])
     async with Worker(client, task_queue="agent", plugins=[plugin]): ...
 
-`AgentPlugin` gives any `Worker` AgentWorkflow, its activities (`list_tools`, `call_llm`,
-`execute_tool`) over the worker's tools (the built-ins, `AGENT_TOOLS`, the plugin's `tools`,
-the `AGENT_MCP_CONFIG` servers' tools) and the heartbeat tuning that lets an immediate cancel
+`AgentPlugin` gives any `Worker` AgentWorkflow and AgentNotification, their activities
+(`worker_setup`, `call_llm`, `summarize_conversation`, `execute_tool`, `notify`; `list_tools` and
+`worker_policy` for runs of earlier releases) over the worker's tools (the built-ins,
+`AGENT_TOOLS`, the plugin's `tools`, the `AGENT_MCP_CONFIG` servers' tools), the MCP servers
+running for as long as the worker runs, and the heartbeat tuning that lets an immediate cancel
 reach a running activity; and it gives any `Client` the project's data converter (pydantic, and
-the encryption codec when a key is set). For operators (`activities.worker_telemetry`): the
-gauge of runs waiting for a person on the worker's metrics, and with OTEL_EXPORTER_OTLP_ENDPOINT
-the tracing interceptor on the client and worker. `run_worker` is the worker of `worker.py`, the
-demo and the tests, built through the plugin.
+the encryption codec when a key is set) unless it has one of that kind already. For operators
+(`activities.worker_telemetry`): the gauge of runs waiting for a person on the worker's metrics,
+and with OTEL_EXPORTER_OTLP_ENDPOINT the tracing interceptor on the client and worker.
+`run_worker` is the worker of `worker.py`, the demo and the tests, built through the plugin.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, TypedDict
 
 from temporalio.client import Client, ClientConfig
+from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig
 
@@ -101,11 +105,20 @@ def offered_builtins(registry: ToolRegistry, policy: CommandPolicy) -> list[Tool
     return [t for t in found if t is not None and (policy.runs_commands or t.name != "run_command")]
 
 
-def _uses_project_converter(client: Client) -> bool:
-    converter = client.data_converter
+def is_agent_converter(converter: DataConverter) -> bool:
+    """Whether `converter` is the agent's (`runtime.connect.data_converter()`'s kind)."""
     return issubclass(converter.payload_converter_class, AgentPayloadConverter) and isinstance(
         converter.payload_codec, EncryptionCodec
     )
+
+
+def agent_converter(existing: DataConverter | None) -> DataConverter:
+    """The converter the plugin gives a client or replayer: the one it has when that is the
+    agent's already (e.g. built with a key of its own), else the agent's from the environment
+    (SettingError: a key or store setting that cannot be used)."""
+    if existing is not None and is_agent_converter(existing):
+        return existing
+    return data_converter()
 
 
 class AgentPlugin(SimplePlugin):
@@ -118,8 +131,10 @@ class AgentPlugin(SimplePlugin):
     the settings, probed now). `activities`: register these instead of the agent's own (a
     test's stand-ins); no tools are loaded then.
 
-    The MCP servers start with `start()` (or when a worker with this plugin runs) and stop with
-    `aclose()` (or when that worker stops). Use one plugin per worker.
+    Built from `SimplePlugin`'s parameters: the converter and the activities are callables
+    applied when a client or worker is configured, and the MCP servers run as the `run_context`
+    of each worker given the plugin: they start with `start()` (or when that worker runs) and
+    stop with `aclose()` (or when that worker stops). Use one plugin per worker.
     """
 
     def __init__(
@@ -132,8 +147,10 @@ class AgentPlugin(SimplePlugin):
     ) -> None:
         super().__init__(
             PLUGIN_NAME,
-            data_converter=data_converter(),
+            data_converter=agent_converter,
             workflows=[AgentWorkflow, AgentNotification],
+            activities=self._with_activities,
+            run_context=self._running,
         )
         install_tracing(WORKER_SERVICE)  # OTEL_EXPORTER_OTLP_ENDPOINT: traces (once a process)
         self._given_activities = activities
@@ -221,31 +238,48 @@ class AgentPlugin(SimplePlugin):
         self._agent_activities.clear()
         self._started = False
 
+    @contextlib.asynccontextmanager
+    async def _running(self) -> AsyncIterator[None]:
+        """Around a worker's run: the MCP servers up, and down again after, unless they were
+        started before (`start()`), whose caller then stops them."""
+        started_here = not self._started
+        await self.start()
+        try:
+            yield
+        finally:
+            if started_here:
+                await self.aclose()
+
+    def _with_activities(
+        self, existing: Sequence[Callable[..., Any]] | None
+    ) -> list[Callable[..., Any]]:
+        """A worker's activities with the agent's appended: the given stand-ins, or one
+        `AgentActivities` per worker over the plugin's tools (closed by `aclose()`)."""
+        if self._given_activities is not None:
+            return [*(existing or []), *self._given_activities]
+        assert self._catalog is not None and self._settings is not None
+        acts = AgentActivities(None, self._settings, self._catalog.registry, policy=self._policy)
+        self._agent_activities.append(acts)
+        return [*(existing or []), *acts.all()]
+
     def configure_client(self, config: ClientConfig) -> ClientConfig:
         config = super().configure_client(config)
         config["interceptors"] = with_client_tracing(config.get("interceptors") or [])
         return config
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        config = super().configure_worker(config)
+        """What no `SimplePlugin` parameter can give: the converter guard and the telemetry,
+        which need the worker's client and queue, and the heartbeat tuning (the workflows and
+        activities come from the parameters, applied by `super()`)."""
         client = config["client"]
-        if not _uses_project_converter(client):
+        if not is_agent_converter(client.data_converter):
             raise ValueError(
                 "AgentPlugin: the worker's client does not use the agent's data converter;"
                 " connect it with plugins=[AgentPlugin(...)] (or runtime.connect.connect())"
             )
+        config = super().configure_worker(config)
         config["interceptors"] = with_worker_telemetry(client, config.get("interceptors") or [])
         bind_worker_gauge(client, config["task_queue"])
-        if self._given_activities is not None:
-            extra = list(self._given_activities)
-        else:
-            assert self._catalog is not None and self._settings is not None
-            acts = AgentActivities(
-                client, self._settings, self._catalog.registry, policy=self._policy
-            )
-            self._agent_activities.append(acts)
-            extra = acts.all()
-        config["activities"] = [*(config.get("activities") or []), *extra]
         tuning = heartbeat_tuning()
         for key in ("max_heartbeat_throttle_interval", "default_heartbeat_throttle_interval"):
             current: object = config.get(key)
@@ -253,15 +287,6 @@ class AgentPlugin(SimplePlugin):
             if not isinstance(current, timedelta) or current > wanted:
                 config[key] = wanted
         return config
-
-    async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
-        started_here = not self._started
-        await self.start()
-        try:
-            await next(worker)
-        finally:
-            if started_here:
-                await self.aclose()
 
 
 async def run_worker(

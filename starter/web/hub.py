@@ -19,6 +19,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from temporalio.client import (
@@ -42,6 +43,7 @@ from starter.inbox import (
 )
 from starter.record import RunRecord
 from starter.watch import Ended, Quiet, Restart, Text, watch
+from starter.web.run_answers import Key, RunAnswers
 from workflows.model import AgentEvent, AgentStatus, AuditView, ChatMessage, FinishedEvent
 
 log = logging.getLogger(__name__)
@@ -53,12 +55,12 @@ QUERY_TIMEOUT_SECONDS = 5.0
 RETRY_SECONDS = 10.0
 """A run whose `status` query timed out is asked again only after this long."""
 QUERY_CONCURRENCY = 16
+MAX_RUNS = 2_000
+"""The waiting runs whose details are remembered (the least recently listed are forgotten)."""
 DETAILS_WAIT_SECONDS = 0.5
 """How long a poll waits for the runs' answers before it lists what it has."""
 WATCH_IDLE_SECONDS = 60.0
 """A run's subscription ends when none of its viewers asked for this long."""
-
-Key = tuple[str, str]
 
 
 class Changes:
@@ -93,14 +95,17 @@ class Inbox:
         """Moves after every poll."""
         self.polls = 0
         self.error: str | None = None
-        self._last: dict[Key, WaitingRun | None] = {}
-        """Each listed run's last good details (None: it does not wait for a person)."""
-        self._context: dict[tuple[str, str, int | None], Context] = {}
-        self._retry_at: dict[Key, float] = {}
-        self._asking: dict[Key, asyncio.Task[None]] = {}
-        self._gate = asyncio.Semaphore(QUERY_CONCURRENCY)
         self._wanted = asyncio.Event()
         self._poke = asyncio.Event()
+        self._answers: RunAnswers[WaitingRun | None] = RunAnswers(
+            size=MAX_RUNS,
+            concurrency=QUERY_CONCURRENCY,
+            retry_seconds=RETRY_SECONDS,
+            clock=self._clock,
+            on_change=self._poke.set,  # the list changed: show it without waiting for a poll
+        )
+        """Each listed run's last good details (None: it does not wait for a person)."""
+        self._context: dict[tuple[str, str, int | None], Context] = {}
         self._fresh_at = -1e9
         self._seen_at = -1e9
         self._task: asyncio.Task[None] | None = None
@@ -109,11 +114,11 @@ class Inbox:
         self._task = asyncio.create_task(self._loop())
 
     async def stop(self) -> None:
-        for task in [self._task, *self._asking.values()]:
-            if task:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        if self._task:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._answers.stop()
 
     def viewed(self) -> None:
         self._seen_at = self._clock()
@@ -164,55 +169,42 @@ class Inbox:
         the background (each query bounded) and keeps its last good answer meanwhile, so it
         never holds up the list for the others."""
         listed = {(e.id, e.run_id): e for e in await list_waiting(self._client)}
-        now = self._clock()
-        for key, execution in listed.items():
-            if key not in self._asking and now >= self._retry_at.get(key, -1e9):
-                self._asking[key] = asyncio.create_task(self._ask(key, execution))
-        in_flight = [self._asking[key] for key in listed if key in self._asking]
+        asked = (self._answers.ask(key, partial(self._details, e)) for key, e in listed.items())
+        in_flight = [task for task in asked if task is not None]
         if in_flight:
             await asyncio.wait(in_flight, timeout=DETAILS_WAIT_SECONDS)
-        self._last = {k: v for k, v in self._last.items() if k in listed}
-        self._retry_at = {k: v for k, v in self._retry_at.items() if k in listed}
-        runs = [
-            self._last[key] if key in self._last else unavailable(execution)
-            for key, execution in listed.items()
-        ]
+        self._answers.keep_only(listed)
+        runs = [self._known(key, execution) for key, execution in listed.items()]
         shown = [run for run in runs if run is not None]
         live = {(r.workflow_id, r.run_id, r.round) for r in shown}
         self._context = {
-            k: v for k, v in self._context.items() if k in live or k[:2] in self._asking
+            k: v for k, v in self._context.items() if k in live or self._answers.asking(k[:2])
         }
         return newest_wait_first(shown)
 
-    async def _ask(self, key: Key, execution: WorkflowExecution) -> None:
-        """One run's details, into `_last` (None: it no longer waits); on no answer, the last
-        good one stays and the run is asked again after RETRY_SECONDS."""
+    def _known(self, key: Key, execution: WorkflowExecution) -> WaitingRun | None:
+        """The run's last good details, or the run without them until its worker answers."""
+        known = self._answers.get(key)
+        return unavailable(execution) if known is None else known.value
+
+    async def _details(self, execution: WorkflowExecution) -> WaitingRun | None:
+        """One run's details (None: it no longer waits). When no worker answers in time, this
+        raises: the last good answer stays and the run is asked again after RETRY_SECONDS."""
         try:
-            async with self._gate:
-                run = await details(
-                    self._client,
-                    execution,
-                    seconds=QUERY_TIMEOUT_SECONDS,
-                    with_context=self._context_missing(execution),
-                )
+            run = await details(
+                self._client,
+                execution,
+                seconds=QUERY_TIMEOUT_SECONDS,
+                with_context=self._context_missing(execution),
+            )
         except RunGone:
-            run = None  # it finished between the listing and the query
-        except Exception as err:  # no worker answered in time: keep what was known
-            log.debug("no status for %s: %s", execution.id, err)
-            self._retry_at[key] = self._clock() + RETRY_SECONDS
-            return
-        finally:
-            self._asking.pop(key, None)
-        self._retry_at.pop(key, None)
-        run = self._with_context(run)
-        if key in self._last and self._last[key] == run:
-            return
-        self._last[key] = run
-        self._poke.set()  # the list changed: show it without waiting for the next poll
+            return None  # it finished between the listing and the query
+        return self._with_context(run)
 
     def _context_missing(self, execution: WorkflowExecution) -> bool:
         """Whether this run's context is to be asked for (once per run and round)."""
-        known = self._last.get((execution.id, execution.run_id))
+        answer = self._answers.get((execution.id, execution.run_id))
+        known = None if answer is None else answer.value
         return known is None or (execution.id, execution.run_id, known.round) not in self._context
 
     def _with_context(self, run: WaitingRun | None) -> WaitingRun | None:

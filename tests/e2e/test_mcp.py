@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 from temporalio.client import Client
+from temporalio.worker import Worker
 
-from activities.plugin import run_worker
+from activities.plugin import AgentPlugin, run_worker
 from activities.settings import Settings
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, text, tool_calls
 from tests.helpers import events, of_type, start_run, wait_for_phase, wait_until
@@ -115,6 +116,38 @@ async def test_a_read_only_time_tool_runs_without_approval_and_its_result_reache
     tools = offered(fake)
     assert "timezone" in tools["time__get_current_time"]["parameters"]["properties"]
     assert {"time__convert_time", "list_dir", "run_command"} <= set(tools)
+
+
+async def test_a_plain_worker_given_the_plugin_runs_the_mcp_servers_for_as_long_as_it_runs(
+    client, task_queue, tmp_path
+):
+    """`Worker(client, plugins=[AgentPlugin(...)])`, no `run_worker`: the plugin's run context
+    starts the servers when the worker runs and stops them when it stops."""
+    mark = uuid.uuid4().hex
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"own": own_stdio_server(mark)}}))
+    (tmp_path / "ws").mkdir()
+    with FakeOpenAI() as fake:
+        settings = Settings(
+            llm_base_url=fake.base_url,
+            llm_api_key="sk-test",
+            llm_model="fake-model",
+            workspace=tmp_path / "ws",
+            state_dir=tmp_path / "state",
+            mcp_config=config,
+        )
+        plugin = AgentPlugin(settings=settings)
+        assert server_pids(mark) == []  # built, not started
+        fake.enqueue(tool_calls(("call_1", "own__pid", "{}")), text("done"))
+        async with Worker(client, task_queue=task_queue, plugins=[plugin]):
+            handle = await start_run(client, task_queue, AgentRunInput.from_prompt("pid?"))
+            result = await handle.result()
+            running = server_pids(mark)
+    assert result.finish_reason == "stop"
+    assert tool_content(result, "call_1")["ok"] is True
+    assert "own__pid" in offered(fake)
+    assert len(running) == 1
+    await wait_until(lambda: all(_zombie(pid) for pid in running))  # stopped with the worker
 
 
 @pytest.fixture

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -12,6 +14,7 @@ from temporalio.worker import Worker
 
 from activities.plugin import AgentPlugin, heartbeat_tuning
 from activities.settings import Settings
+from runtime.connect import data_converter
 from tests.fakes import FakeAgentActivities
 from tests.helpers import worker_for
 from workflows import names
@@ -57,6 +60,19 @@ async def test_a_client_gets_the_agent_s_data_converter(client):
         client.service_client.config.target_host, namespace=client.namespace, plugins=[plugin]
     )
     assert connected.data_converter.payload_converter_class is AgentPayloadConverter
+
+
+async def test_a_client_keeps_the_agent_s_converter_it_was_given(client):
+    """The converter parameter is applied to what the client has: a converter of the agent's
+    kind built with a key of its own stays, instead of one read from the environment."""
+    keyed = data_converter({"AGENT_ENCRYPTION_KEY": base64.b64encode(os.urandom(32)).decode()})
+    connected = await Client.connect(
+        client.service_client.config.target_host,
+        namespace=client.namespace,
+        data_converter=keyed,
+        plugins=[AgentPlugin(activities=[])],
+    )
+    assert connected.data_converter is keyed
 
 
 async def test_one_plugin_starts_its_mcp_servers_again_after_closing(tmp_path):
