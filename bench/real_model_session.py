@@ -32,7 +32,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -69,37 +69,37 @@ READY_SECONDS = 120.0
 TURN_SECONDS = 900.0
 
 SYSTEM = (
-    "You are a file manager assistant working in a workspace folder. You act only through the"
-    " tools you are given: list_dir, read_file, run_command (needs a person's approval) and"
-    " delete_path (needs approval). Call one tool at a time. Answer in one or two short"
-    " sentences when you are done."
+    "You are a file manager assistant working in a workspace folder. You know nothing about its"
+    " files except what your tools return in this turn: for every request, first call the tool"
+    " it asks for, then answer from the tool's result. Tools: list_dir, read_file, run_command"
+    " (needs a person's approval) and delete_path (needs approval). Call one tool at a time."
+    " Once you have the result, answer in one or two short sentences."
 )
 LOOP_FOLDERS = [f"box{i}" for i in range(1, 9)]
 TURNS = [
     "List the files in the workspace with list_dir.",
-    "Read reports/pumps.txt with read_file and tell me in one sentence what it is about.",
-    "Read reports/wells.txt and tell me which site had the highest reading.",
+    "Read the file reports/pumps.txt and tell me what it is about.",
+    "Read the file reports/wells.txt and tell me which site had the highest reading.",
     "Use run_command to run `ls -la reports` and tell me how many files there are.",
-    "Read reports/tanks.txt and tell me the lowest level it mentions.",
-    "Delete old.txt with delete_path. If the deletion is rejected, call delete_path on old.txt"
-    " once more anyway, then tell me what happened.",
-    "Read reports/valves.txt and summarise it in one sentence.",
-    "Call list_dir on each of these folders, one call per folder, in this order: "
-    + ", ".join(LOOP_FOLDERS)
-    + ". Do not answer before you have listed all of them.",
+    "Read the file reports/tanks.txt and tell me the lowest reading it mentions.",
+    "Delete the file old.txt. If the deletion is rejected, try delete_path on old.txt once more.",
+    "Read the file reports/valves.txt and tell me what it is about.",
+    "Read the files "
+    + ", ".join(f"{folder}/item{n}.txt" for n, folder in enumerate(LOOP_FOLDERS, start=1))
+    + ", one read_file call per file.",
     "Which of the reports you read so far mentions the most sites? One sentence.",
-    "Read reports/meters.txt and tell me the average reading it gives.",
-    "Read reports/filters.txt and tell me which filter needs changing first.",
+    "Read the file reports/meters.txt and tell me the highest reading it gives.",
+    "Read the file reports/filters.txt and tell me which site needs attention first.",
     "Use run_command to run `wc -c reports/pumps.txt` and tell me the size.",
-    "Read reports/crews.txt and tell me who works on site 7.",
-    "Read reports/rain.txt and tell me which day was the wettest.",
+    "Read the file reports/crews.txt and tell me which crew checked site 7.",
+    "Read the file reports/rain.txt and tell me which day had the highest reading.",
     "In one sentence: what did I ask you to delete earlier, and was it deleted?",
-    "Read reports/power.txt and tell me the peak load.",
-    "Read reports/alarms.txt and tell me how many alarms were critical.",
+    "Read the file reports/power.txt and tell me the highest reading.",
+    "Read the file reports/alarms.txt and tell me how many lines need attention.",
     "Use run_command to run `cat reports/index.txt`.",
-    "Read reports/budget.txt and tell me the largest cost.",
-    "Read reports/audit.txt and tell me the first finding.",
-    "Read reports/pumps.txt again and tell me the reading for site 3.",
+    "Read the file reports/budget.txt and tell me the lowest reading.",
+    "Read the file reports/audit.txt and tell me the first line.",
+    "Read the file reports/pumps.txt again and tell me the reading for site 3.",
     "Thank you. In one sentence, list the reports you read today.",
 ]
 REPORTS = "pumps wells tanks valves meters filters crews rain power alarms budget audit".split()
@@ -249,12 +249,21 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+class QuietServer(uvicorn.Server):
+    """uvicorn without its own signal handlers: Ctrl-C stops the whole session (and every
+    process it started), not only the proxy."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
 @contextlib.asynccontextmanager
 async def proxy_server(upstream: str) -> AsyncIterator[tuple[Proxy, str]]:
     proxy = Proxy(upstream)
     port = free_port()
     config = uvicorn.Config(proxy.app, host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
+    server = QuietServer(config)
     task = asyncio.create_task(server.serve())
     for _ in range(200):
         if server.started:
@@ -264,6 +273,7 @@ async def proxy_server(upstream: str) -> AsyncIterator[tuple[Proxy, str]]:
         yield proxy, f"http://127.0.0.1:{port}/v1"
     finally:
         server.should_exit = True
+        server.force_exit = True  # a round still in flight must not hold the exit
         await task
         await proxy.aclose()
 
@@ -390,8 +400,15 @@ def note_events(turn: Turn, log: Sequence[AgentEvent]) -> None:
 
 
 async def session(
-    client: Client, queue: str, proxy: Proxy, max_rounds: int, turns: Sequence[str]
-) -> list[Turn]:
+    client: Client,
+    queue: str,
+    proxy: Proxy,
+    max_rounds: int,
+    turns: Sequence[str],
+    done: list[Turn],
+) -> None:
+    """Play the turns; each one finished is added to `done` (kept when the session is cut
+    short)."""
     options = AgentRunOptions(keep_alive=True, max_rounds=max_rounds, temperature=0.0)
     first = AgentRunInput(
         messages=[ChatMessage.system(SYSTEM), ChatMessage.user(turns[0])], options=options
@@ -403,7 +420,6 @@ async def session(
         id=f"real-session-{uuid.uuid4().hex[:8]}",
         task_queue=queue,
     )
-    done: list[Turn] = []
     seen = -1
     for index, prompt in enumerate(turns):
         turn = Turn(index, prompt)
@@ -423,7 +439,6 @@ async def session(
         done.append(turn)
         print(one_turn_line(turn, proxy), flush=True)
     await handle.signal(names.SIGNAL_CANCEL, {"reason": "the session's turns are done"})
-    return done
 
 
 # ---- the figures ----
@@ -514,10 +529,26 @@ def write_figures(workdir: Path, figures: dict[str, Any]) -> None:
     (workdir / "figures.json").write_text(json.dumps(figures, indent=1))
 
 
+def report(workdir: Path, done: Sequence[Turn], proxy: Proxy, window: int) -> None:
+    """Print the figures and write them to figures.json (also for a session cut short)."""
+    lines = [
+        *summary_lines(done, proxy),
+        *compaction_lines(proxy, window),
+        *request_lines(proxy),
+    ]
+    print("\n".join(lines), flush=True)
+    figures = {
+        "turns": [asdict(t) for t in done],
+        "requests": [{**asdict(e), "messages": len(e.messages)} for e in proxy.exchanges],
+    }
+    write_figures(workdir, figures)
+
+
 async def main(args: argparse.Namespace) -> None:
     workdir = prepare(args)
     turns = TURNS[: args.turns]
     env = await start_server()
+    done: list[Turn] = []
     try:
         target = env.client.service_client.config.target_host
         queue = f"real-session-{uuid.uuid4().hex[:8]}"
@@ -526,18 +557,10 @@ async def main(args: argparse.Namespace) -> None:
             worker_process(target, queue, url, workdir) as pid,
         ):
             print(f"dev server {target}, worker pid {pid}, proxy {url} -> {args.llm_url}")
-            done = await session(env.client, queue, proxy, args.max_rounds, turns)
-        lines = [
-            *summary_lines(done, proxy),
-            *compaction_lines(proxy, args.window),
-            *request_lines(proxy),
-        ]
-        print("\n".join(lines))
-        figures = {
-            "turns": [asdict(t) for t in done],
-            "requests": [{**asdict(e), "messages": len(e.messages)} for e in proxy.exchanges],
-        }
-        write_figures(workdir, figures)
+            try:
+                await session(env.client, queue, proxy, args.max_rounds, turns, done)
+            finally:
+                report(workdir, done, proxy, args.window)
     finally:
         await env.shutdown()
 
@@ -553,5 +576,13 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+async def until_stopped(args: argparse.Namespace) -> None:
+    """`main`, cancelled by SIGTERM as by Ctrl-C, so that it stops what it started."""
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    await main(args)
+
+
 if __name__ == "__main__":
-    asyncio.run(main(parse()))
+    asyncio.run(until_stopped(parse()))
