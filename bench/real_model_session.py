@@ -192,7 +192,9 @@ class Proxy:
     """Passes every request through to the model server, recording chat requests."""
 
     def __init__(self, upstream: str) -> None:
-        self.upstream = upstream.rstrip("/")
+        self.upstream = upstream.rstrip("/").removesuffix("/v1")
+        """The server's root: the worker's paths (`/v1/chat/completions`, and llama.cpp's
+        `/props`, where the worker reads the model's window) are passed on as they are."""
         self.turn = 0
         self.exchanges: list[Exchange] = []
         self._http = httpx.AsyncClient(timeout=httpx.Timeout(None, connect=10.0))
@@ -200,7 +202,7 @@ class Proxy:
 
     async def forward(self, request: Request) -> Response:
         body = await request.body()
-        path = request.url.path.removeprefix("/v1")
+        path = request.url.path
         record = self._record(body) if path.endswith("/chat/completions") else None
         headers = {
             k: v for k, v in request.headers.items() if k.lower() in ("content-type", "accept")
@@ -262,7 +264,9 @@ class QuietServer(uvicorn.Server):
 async def proxy_server(upstream: str) -> AsyncIterator[tuple[Proxy, str]]:
     proxy = Proxy(upstream)
     port = free_port()
-    config = uvicorn.Config(proxy.app, host="127.0.0.1", port=port, log_level="warning")
+    config = uvicorn.Config(
+        proxy.app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"
+    )
     server = QuietServer(config)
     task = asyncio.create_task(server.serve())
     for _ in range(200):
