@@ -50,8 +50,9 @@ from workflows.model import (
     WorkerSetup,
 )
 from workflows.rules import WorkerPolicy
+from workflows.shown import shorten
 from workflows.tool_results import (
-    bound_text,
+    TRUNCATION_MARKER,
     envelope_error,
     framework_error_message,
     invalid_arguments_message,
@@ -286,7 +287,7 @@ class AgentActivities:
             content=self._settings.trace_content,
         ) as observed:
             content = observed.result(await self.run_tool(request))
-        return bound_text(content, TOOL_CONTENT_LIMIT)
+        return shorten(content, TOOL_CONTENT_LIMIT, TRUNCATION_MARKER, within=True)
 
     async def run_tool(self, request: ToolRequest) -> str:
         tool = self._registry.get(request.name)
@@ -329,7 +330,7 @@ class AgentActivities:
                 content = envelope_error(str(err))
             except Exception as err:  # a tool's bug becomes a result the model sees
                 content = framework_error_message(str(err) or type(err).__name__)
-        content = bound_text(content, TOOL_CONTENT_LIMIT)
+        content = shorten(content, TOOL_CONTENT_LIMIT, TRUNCATION_MARKER, within=True)
         if not tool.safe_to_retry:
             await asyncio.to_thread(
                 self._markers.record,

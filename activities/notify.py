@@ -41,13 +41,13 @@ from activities.notify_message import (
     json_body,
     run_link,
     slack_body,
-    visible,
 )
 from activities.redaction import Redactor, redact_logs
 from activities.settings import Settings, shown_notify_url
 from workflows import names
 from workflows.model import NotifyRequest
 from workflows.notifications import NOTIFY_RETRY, child_id
+from workflows.shown import visible
 
 ATTEMPT_SECONDS = 20.0
 """The longest one delivery attempt may take (inside the activity's 30 s start-to-close)."""

@@ -3,19 +3,19 @@ text (`slack`, an incoming webhook's `{"text": …}`). Pure: `activities.notify`
 
 Everything in it comes from the run (ids, the tool's name, its arguments, a failed run's error),
 never from the worker's settings but the inbox link. The arguments and the error text are the
-run's content: they go out only when the worker allows it (`include_content`).
+run's content: they go out only when the worker allows it (`include_content`). Text a person
+reads is made visible as the terminal and the web show it (`workflows.shown`).
 """
 
 from __future__ import annotations
 
-import json
-import unicodedata
 import urllib.parse
 from datetime import UTC, datetime
 from typing import Any
 
-from workflows.arguments import arguments_digest, parse_arguments
+from workflows.arguments import arguments_digest, arguments_value
 from workflows.model import FinishReason, NotifyRequest
+from workflows.shown import ELLIPSIS, arguments_display, shorten, visible, visible_json
 
 ARGUMENTS_JSON_CHARS = 4_000
 """The most characters of JSON the `arguments` field carries; longer arguments go as the first
@@ -26,14 +26,8 @@ SLACK_ARGUMENTS_CHARS = 300
 """The most characters of the arguments in a Slack line (the inbox shows them whole)."""
 SLACK_TEXT_CHARS = 200
 """The most characters of an id, a tool's name or an error in a Slack line."""
-ELLIPSIS = "…"
 CALL_EVENTS = ("approval_waiting", "approval_reminder")
 
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_HIDDEN_CATEGORIES = {"Cc", "Cf", "Cs", "Zl", "Zp"}
-"""Controls, formatting characters (zero-width, bidirectional overrides), lone surrogates and
-line or paragraph separators: none shows as itself, and each can make a message read otherwise
-than it says."""
 _FINISHED = {
     "stop": "finished",
     "max_rounds": "stopped at its round limit",
@@ -42,25 +36,9 @@ _FINISHED = {
 }
 
 
-def visible(text: str) -> str:
-    """`text` with every character that does not show as itself written as an escape (`\\n`,
-    `\\x1b`, `\\u202e`, …)."""
-    return "".join(_escape(c) if unicodedata.category(c) in _HIDDEN_CATEGORIES else c for c in text)
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    if char in _ESCAPES:
-        return _ESCAPES[char]
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
 def cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS
+    """`text` at most `limit` characters long, a cut one ending in `…`."""
+    return shorten(text, limit, ELLIPSIS, within=True)
 
 
 def run_link(inbox_url: str | None, workflow_id: str) -> str | None:
@@ -79,18 +57,6 @@ def timestamp(moment: datetime | None) -> str | None:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def arguments_value(arguments: Any) -> Any:
-    """The arguments as the tool would get them: a JSON string parsed; one that is not JSON stays
-    the string it is."""
-    parsed = parse_arguments(arguments)
-    return parsed.value if parsed.ok else arguments
-
-
-def arguments_json(arguments: Any) -> str:
-    """The arguments as one line of JSON text."""
-    return json.dumps(arguments_value(arguments), ensure_ascii=False, default=str)
-
-
 def json_body(request: NotifyRequest, *, link: str | None, include_content: bool) -> dict[str, Any]:
     """The body of `AGENT_NOTIFY_FORMAT=json`. A call's event: `event`, `workflow_id`, `run_id`,
     `call_id`, `tool`, `arguments` and `arguments_sha256` (only with `include_content`: what
@@ -106,7 +72,7 @@ def json_body(request: NotifyRequest, *, link: str | None, include_content: bool
         body["call_id"] = request.call_id
         body["tool"] = request.tool
         if include_content:
-            text = arguments_json(request.arguments)
+            text = visible_json(arguments_value(request.arguments))
             if len(text) <= ARGUMENTS_JSON_CHARS:
                 body["arguments"] = arguments_value(request.arguments)
             else:
@@ -161,7 +127,7 @@ def slack_text(request: NotifyRequest, *, link: str | None, include_content: boo
         args = ""
         if include_content:
             pin += f", sha256 {slack_code(arguments_digest(request.arguments))}"
-            args = f": {slack_code(arguments_json(request.arguments), SLACK_ARGUMENTS_CHARS)}"
+            args = f": {slack_code(arguments_display(request.arguments), SLACK_ARGUMENTS_CHARS)}"
         where = f" in run {run} ({pin}){args}"
         if request.event == "approval_waiting":
             return f":hourglass_flowing_sand: {tool} is waiting for approval{where}"

@@ -26,6 +26,7 @@ from typing import Any
 from workflows.arguments import parse_arguments
 from workflows.bounds import arguments_text
 from workflows.model import ChatMessage, LlmResponse, ToolCall, Usage
+from workflows.shown import ELLIPSIS, shorten
 
 HELP_TEXT = (
     "I am a scripted file-manager assistant (a fixed set of rules, not a language model). "
@@ -143,8 +144,7 @@ def _argument(call: ToolCall, key: str) -> str:
 
 
 def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    text = text.rstrip()
-    return text if len(text) <= limit else text[:limit] + "…"
+    return shorten(text.rstrip(), limit, ELLIPSIS)
 
 
 def _action(call: ToolCall) -> str:
@@ -255,7 +255,7 @@ def _start(reply: _Reply, intent: Intent) -> LlmResponse:
 
 def _first_line(text: str, limit: int = SUMMARY_LINE_CHARS) -> str:
     line = next((part.strip() for part in text.splitlines() if part.strip()), "")
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return shorten(line, limit, ELLIPSIS, within=True)
 
 
 def _summary_line(message: ChatMessage) -> str:

@@ -35,7 +35,8 @@ from temporalio.common import MetricMeter
 from temporalio.exceptions import ApplicationError
 
 from workflows.model import ChatMessage, LlmResponse
-from workflows.tool_results import bound_text
+from workflows.shown import shorten
+from workflows.tool_results import TRUNCATION_MARKER
 
 TRACER_NAME = "durable-agent"
 CONTENT_CHARS = 32_000
@@ -60,7 +61,12 @@ def _error_type(err: BaseException) -> str:
 
 
 def _json(value: Any) -> str:
-    return bound_text(json.dumps(value, ensure_ascii=False, default=str), CONTENT_CHARS)
+    return shorten(
+        json.dumps(value, ensure_ascii=False, default=str),
+        CONTENT_CHARS,
+        TRUNCATION_MARKER,
+        within=True,
+    )
 
 
 class ModelCall:
@@ -156,7 +162,10 @@ class ToolCall:
     def result(self, text: str) -> str:
         self.outcome = tool_outcome(text)
         if self._content:
-            self._span.set_attribute("gen_ai.tool.call.result", bound_text(text, CONTENT_CHARS))
+            self._span.set_attribute(
+                "gen_ai.tool.call.result",
+                shorten(text, CONTENT_CHARS, TRUNCATION_MARKER, within=True),
+            )
         return text
 
 
@@ -173,7 +182,9 @@ def tool_call(
     }
     if content:
         shown = arguments if isinstance(arguments, str) else _json(arguments)
-        attributes["gen_ai.tool.call.arguments"] = bound_text(shown, CONTENT_CHARS)
+        attributes["gen_ai.tool.call.arguments"] = shorten(
+            shown, CONTENT_CHARS, TRUNCATION_MARKER, within=True
+        )
     with _tracer.start_as_current_span(
         f"execute_tool {tool}",
         kind=SpanKind.INTERNAL,

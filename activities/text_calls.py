@@ -30,6 +30,7 @@ from typing import Any, Literal
 
 from activities.llm_reply import strict_json
 from workflows.model import ToolCall
+from workflows.shown import ELLIPSIS, shorten
 
 TextCallMode = Literal["parse", "warn", "off", "bare"]
 TEXT_CALL_MODES: tuple[TextCallMode, ...] = ("parse", "warn", "off", "bare")
@@ -321,8 +322,7 @@ def _object_arguments(arguments: Any) -> dict[str, Any] | None:
 
 
 def _shown(name: str) -> str:
-    shown = name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
-    return f"`{shown}`"
+    return f"`{shorten(name, NAME_CHARS, ELLIPSIS, within=True)}`"
 
 
 def _count(n: int) -> str:

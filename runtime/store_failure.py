@@ -21,6 +21,7 @@ from temporalio.converter import (
 )
 
 from runtime.store_keys import run_of
+from workflows.shown import ELLIPSIS, shorten
 
 CAUSE_CHARS = 300
 
@@ -44,7 +45,7 @@ def _cause(err: BaseException) -> str:
         parts.append(f"{type(current).__name__}: {text}" if text else type(current).__name__)
         current = current.__cause__ or current.__context__
     line = " <- ".join(reversed(parts))
-    return line if len(line) <= CAUSE_CHARS else line[: CAUSE_CHARS - 1] + "…"
+    return shorten(line, CAUSE_CHARS, ELLIPSIS, within=True)
 
 
 def _claim_run(claims: Sequence[StorageDriverClaim]) -> str | None:

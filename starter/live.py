@@ -44,7 +44,7 @@ from temporalio.converter import PayloadConverter
 from starter.handle import AgentHandle
 from starter.stream_transport import StreamReader
 from workflows import names
-from workflows.event_log import EVENT_TEXT_LIMIT, preview
+from workflows.event_log import EVENT_TEXT_LIMIT
 from workflows.model import (
     AgentEvent,
     FinishedEvent,
@@ -52,6 +52,7 @@ from workflows.model import (
     StreamDelta,
     TextDeltaEvent,
 )
+from workflows.shown import shorten
 
 log = logging.getLogger(__name__)
 
@@ -219,7 +220,7 @@ def _is_streamed_text(event: TextDeltaEvent, text: _Text) -> bool:
     streamed = "".join(text.parts)
     if not streamed or text.next_index < 0:
         return False  # nothing streamed, or joined mid-text (resumed, or a batch was lost)
-    if preview(streamed) == event.delta:
+    if shorten(streamed, EVENT_TEXT_LIMIT) == event.delta:
         return True
     return len(event.delta) <= EVENT_TEXT_LIMIT and event.delta.startswith(streamed)
 
@@ -231,7 +232,7 @@ def _complete_streamed_text(
     if not _is_streamed_text(event, text):
         return False
     streamed = "".join(text.parts)
-    if preview(streamed) != event.delta:
+    if shorten(streamed, EVENT_TEXT_LIMIT) != event.delta:
         # The last batches were lost (a failed publish): deliver the rest of the text.
         on_delta(event.round, event.delta[len(streamed) :])
     return True

@@ -1,6 +1,6 @@
 """How events, messages, pending calls and rules read as lines for people (the command line's
 transcript, the web's event list), or one JSON object per line with `--json`. What is made
-visible, and how, is `starter.visible`'s: the terminal and the web show the same text."""
+visible, and how, is `workflows.shown`'s: the terminal and the web show the same text."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import json
 import re
 from datetime import UTC, datetime
 
-from starter.visible import MULTILINE, arguments_display, one_line, text_block, visible
 from workflows.arguments import parse_arguments
 from workflows.model import (
     AgentEvent,
@@ -26,6 +25,7 @@ from workflows.model import (
     WarningEvent,
 )
 from workflows.rules import PolicyEntry
+from workflows.shown import MULTILINE, arguments_display, one_line, text_block, visible
 
 TOOL_RESULT_PREVIEW = 300
 

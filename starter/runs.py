@@ -26,9 +26,9 @@ from pydantic import ValidationError
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from starter.visible import hidden
 from workflows import names
 from workflows.model import AuditCounts, Usage
+from workflows.shown import hidden
 
 log = logging.getLogger(__name__)
 

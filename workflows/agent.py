@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.compaction import Compactor
     from workflows.conversation import Conversation
     from workflows.doors import Doors
-    from workflows.event_log import EventLog, preview
+    from workflows.event_log import EVENT_TEXT_LIMIT, EventLog
     from workflows.inputs import (
         Parsed,
         parse_approval_policy,
@@ -71,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
         START_ROLE,
         was_sealed,
     )
+    from workflows.shown import shorten
     from workflows.state import (
         bounded_handover,
         handed_over,
@@ -337,7 +338,7 @@ class AgentWorkflow:
         }
         handler = handlers.get(name)
         if handler is None:
-            self._warn(f"unknown signal '{bounds.shown(name)}' ignored")
+            self._warn(f"unknown signal '{shorten(name, bounds.ECHO_CHARS)}' ignored")
             return
         payload, error = self._doors.signal(name, args)
         if error is not None:
@@ -384,7 +385,8 @@ class AgentWorkflow:
             self._warn(f"{names.SIGNAL_MODEL_UNREACHABLE}: no message; ignored")
             return
         if "llm" in self._inflight and not self._finished:
-            self._emit(WarningEvent(message=preview(message)))  # the worker logged it already
+            # the worker logged it already
+            self._emit(WarningEvent(message=shorten(message, EVENT_TEXT_LIMIT)))
 
     @workflow.signal(name=STREAM_PUBLISH_SIGNAL)
     def _stream_publish(self, payload: RawValue) -> None:
@@ -499,7 +501,7 @@ class AgentWorkflow:
         self._live.publish(self._log.emit(event))  # type: ignore[arg-type]
 
     def _warn(self, message: str) -> None:
-        message = preview(message)
+        message = shorten(message, EVENT_TEXT_LIMIT)
         workflow.logger.warning(message)
         self._emit(WarningEvent(message=message))
 
@@ -532,7 +534,7 @@ class AgentWorkflow:
 
     def _finish(self, reason: FinishReason, error: str | None = None) -> AgentRunResult:
         if error is not None:
-            error = preview(error)
+            error = shorten(error, EVENT_TEXT_LIMIT)
             self._emit(ErrorEvent(message=error))
         self._emit(FinishedEvent(finish_reason=reason))
         self._finish_reason = reason

@@ -39,6 +39,7 @@ from workflows.remember import remember, remembered_rule
 from workflows.repeats import Repeats
 from workflows.rules import PolicyRule
 from workflows.run_policy import RunPolicy
+from workflows.shown import shorten
 from workflows.tool_results import cut_off_message
 from workflows.versions import Rules
 
@@ -181,7 +182,9 @@ class Approvals:
         for call in calls:
             refusal = self.repeats.refusal(call)
             if refusal is not None:
-                self._warn(f"call '{bounds.shown(call.id)}' {call.name}: {refusal.warning}")
+                self._warn(
+                    f"call '{shorten(call.id, bounds.ECHO_CHARS)}' {call.name}: {refusal.warning}"
+                )
         for call in calls:
             self._decide_by_rule(call, verdicts[call.id])
 
@@ -263,7 +266,7 @@ class Approvals:
         """Why an answer for `call_id` cannot be taken now, or None when it can."""
         if finished:
             return "the run has finished"
-        shown = bounds.shown(call_id)
+        shown = shorten(call_id, bounds.ECHO_CHARS)
         pending = self._conversation.pending()
         guarded = [c for c in pending if self.requires_approval(c)]
         if call_id in self._state.answers:
@@ -274,7 +277,7 @@ class Approvals:
             return f"call '{shown}' was already answered"
         if not guarded:
             return f"no call is waiting for approval (got an answer for '{shown}')"
-        known = bounds.shown(", ".join(c.id for c in guarded), 400)
+        known = shorten(", ".join(c.id for c in guarded), 400)
         return f"unknown call id '{shown}' (waiting: {known})"
 
     def answer(
@@ -374,8 +377,9 @@ class Approvals:
             return
         response = taken.response
         if self.reserved_for_person(response.call_id):
+            call = shorten(response.call_id, bounds.ECHO_CHARS)
             self._warn(
-                f"tool_approval_responses: call '{bounds.shown(response.call_id)}' is for"
+                f"tool_approval_responses: call '{call}' is for"
                 " a person to answer (an enforced rule asks); ignored"
             )
             return

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from workflows import bounds
 from workflows.arguments import arguments_json
 from workflows.model import AgentState, ApprovalRecord, AuditEntry, AuditView, ToolCall
+from workflows.shown import shorten
 
 AUDIT_BYTES = 200_000
 """The audit takes at most this much of the hand-over at continue-as-new."""
@@ -18,7 +18,7 @@ AUDIT_ARGUMENTS_CHARS = 500
 
 def audit_arguments(arguments: Any) -> Any:
     text = arguments_json(arguments)
-    return arguments if len(text) <= AUDIT_ARGUMENTS_CHARS else bounds.shown(text, 500)
+    return arguments if len(text) <= AUDIT_ARGUMENTS_CHARS else shorten(text, 500)
 
 
 def record_decision(
@@ -33,7 +33,7 @@ def record_decision(
         source=record.source,
         rule=record.rule,
         approver=record.approver,
-        reason=None if record.reason is None else bounds.shown(record.reason, 500),
+        reason=None if record.reason is None else shorten(record.reason, 500),
         at=record.at,
         edited=edited,
     )
@@ -75,7 +75,7 @@ def prompt_memo(state: AgentState) -> dict[str, Any]:
     """The run's first user message, cut short, for the runs page's prompt column: set once by
     the first generation (continue-as-new keeps the memo). Empty without a user message."""
     first = next((m.content for m in state.messages if m.role == "user" and m.content), None)
-    return {"prompt": bounds.shown(first, PROMPT_MEMO_CHARS)} if first else {}
+    return {"prompt": shorten(first, PROMPT_MEMO_CHARS)} if first else {}
 
 
 def audit_memo(

@@ -19,10 +19,11 @@ from workflows import activity_calls as calls
 from workflows.approvals import Approvals
 from workflows.bounds import Limits
 from workflows.conversation import Conversation
-from workflows.event_log import preview
+from workflows.event_log import EVENT_TEXT_LIMIT
 from workflows.model import BaseEvent, ToolCall, ToolRequest, ToolResultEvent
 from workflows.notices import INTERRUPTED_TOOL
 from workflows.reconstruction import Execute, Respond, Step
+from workflows.shown import shorten
 from workflows.tool_results import envelope_error
 
 
@@ -127,7 +128,7 @@ class Batch:
                 ToolResultEvent(
                     call_id=message.tool_call_id or "",
                     name=message.name or "",
-                    content=preview(message.content),
+                    content=shorten(message.content, EVENT_TEXT_LIMIT),
                 )
             )
         self._calls, self._results = [], {}

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workflows.model import ChatMessage, ToolCall
+from workflows.shown import shorten
 
 MAX_CONVERSATION_BYTES = 1_400_000
 """The model is never sent more than this, and the messages (with held ones) never exceed it by
@@ -42,13 +43,8 @@ EVENT_ARGUMENTS_CHARS = 2_000
 """Tool arguments in an event are at most this long as JSON text (`messages` has them all)."""
 MIN_TOOL_SHARE_CHARS = 200
 """When a batch's results do not fit the conversation budget, each keeps at least this much."""
-
-
-def shown(text: str, limit: int = ECHO_CHARS) -> str:
-    """`text` as a warning may echo it: at most `limit` characters, then a count of the rest."""
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"…[{len(text) - limit} more characters]"
+NEAR_LIMIT = "…[cut {more} characters: the conversation is near its size limit]"
+"""What a batch's result cut to fit the conversation says (the model reads it)."""
 
 
 def json_bytes(message: ChatMessage) -> int:
@@ -68,7 +64,7 @@ def event_arguments(arguments: Any) -> Any:
     text = arguments_text(arguments)
     if len(text) <= EVENT_ARGUMENTS_CHARS:
         return arguments
-    return shown(text, EVENT_ARGUMENTS_CHARS)
+    return shorten(text, EVENT_ARGUMENTS_CHARS)
 
 
 def event_call(call: ToolCall) -> ToolCall:
@@ -88,14 +84,7 @@ def fit_batch(contents: Sequence[str], room_chars: int) -> list[str]:
     if total <= room_chars or not contents:
         return list(contents)
     share = max(MIN_TOOL_SHARE_CHARS, room_chars // len(contents))
-    return [_cut(content, share) for content in contents]
-
-
-def _cut(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    marker = f"…[cut {len(text) - limit} characters: the conversation is near its size limit]"
-    return text[: max(0, limit - len(marker))] + marker
+    return [shorten(content, share, NEAR_LIMIT, within=True) for content in contents]
 
 
 def fit_messages(messages: Sequence[ChatMessage], budget: int) -> tuple[list[ChatMessage], int]:
@@ -119,7 +108,8 @@ def fit_messages(messages: Sequence[ChatMessage], budget: int) -> tuple[list[Cha
         excess = total - budget
         # Bytes, not characters: leave room for the marker's non-ASCII ellipsis.
         keep = max(MIN_TOOL_SHARE_CHARS, len(message.content) - excess - 8)
-        shorter = message.model_copy(update={"content": _cut(message.content, keep)})
+        content = shorten(message.content, keep, NEAR_LIMIT, within=True)
+        shorter = message.model_copy(update={"content": content})
         total += json_bytes(shorter) - sizes[index]
         sizes[index] = json_bytes(shorter)
         result[index] = shorter

@@ -19,12 +19,15 @@ from dataclasses import dataclass, replace
 
 from workflows.bounds import json_bytes
 from workflows.model import ChatMessage, ContextState
+from workflows.shown import shorten
 
 BYTES_PER_TOKEN = 3
 """The estimate's exchange rate for text the provider has not counted yet (never more bytes per
 token than this: the provider's own counts may only make the estimate larger)."""
 DEFAULT_RESERVE = 1_024
 """Tokens kept for the reply when neither the run nor the worker sets `max_tokens`."""
+CONTEXT_CUT = "…[cut to fit the model's context window: {more} more characters]"
+"""What a message cut for the model's view says at its end."""
 MIN_CUT_CHARS = 200
 """A tool result cut to fit the window keeps at least this much."""
 MAX_SUMMARY_CHARS = 16_000
@@ -57,11 +60,9 @@ def placeholder(message: ChatMessage) -> ChatMessage:
 
 
 def cut_message(message: ChatMessage, keep: int) -> ChatMessage:
-    dropped = len(message.content) - keep
-    if dropped <= 0:
+    if len(message.content) <= keep:
         return message
-    marker = f"…[cut to fit the model's context window: {dropped} more characters]"
-    return message.model_copy(update={"content": message.content[:keep] + marker})
+    return message.model_copy(update={"content": shorten(message.content, keep, CONTEXT_CUT)})
 
 
 def head_end(messages: Sequence[ChatMessage]) -> int:

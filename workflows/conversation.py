@@ -10,7 +10,8 @@ from collections.abc import Collection, Iterable, Sequence
 from workflows import bounds
 from workflows.bounds import Limits
 from workflows.model import AgentState, ChatMessage, ToolCall
-from workflows.tool_results import bound_text
+from workflows.shown import shorten
+from workflows.tool_results import TRUNCATION_MARKER
 
 
 def too_large_message(
@@ -116,7 +117,8 @@ class Conversation:
     ) -> list[ChatMessage]:
         """One tool message per call, in call order, appended together (the ordering invariant);
         each bounded, and with strict sizes the batch cut to what the budget leaves."""
-        texts = [bound_text(c, bounds.TOOL_CONTENT_CHARS) for c in contents]
+        limit = bounds.TOOL_CONTENT_CHARS
+        texts = [shorten(c, limit, TRUNCATION_MARKER, within=True) for c in contents]
         if self._limits.strict_sizes:
             room = self.budget - self.size() - 200 * len(texts)
             texts = bounds.fit_batch(texts, max(0, room) // 2)

@@ -21,6 +21,7 @@ from workflows.model import (
     ToolResultEvent,
     WarningEvent,
 )
+from workflows.shown import shorten
 
 EVENT_TEXT_LIMIT = 2_000
 """Text in an event is a preview of at most this many characters; `messages` has the full text."""
@@ -34,20 +35,14 @@ CARRIED_TEXT_LIMIT = 200
 CARRIED_BYTES_BUDGET = 200_000
 
 
-def preview(text: str, limit: int = EVENT_TEXT_LIMIT) -> str:
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"…[{len(text) - limit} more characters]"
-
-
 def _shortened(event: AgentEvent, limit: int) -> AgentEvent:
     """The event with every text it carries cut to `limit` characters (a carried copy)."""
     if isinstance(event, TextDeltaEvent):
-        return event.model_copy(update={"delta": preview(event.delta, limit)})
+        return event.model_copy(update={"delta": shorten(event.delta, limit)})
     if isinstance(event, ToolResultEvent):
-        return event.model_copy(update={"content": preview(event.content, limit)})
+        return event.model_copy(update={"content": shorten(event.content, limit)})
     if isinstance(event, WarningEvent | ErrorEvent):
-        return event.model_copy(update={"message": preview(event.message, limit)})
+        return event.model_copy(update={"message": shorten(event.message, limit)})
     if isinstance(event, ToolCallEvent):
         return event.model_copy(update={"arguments": _short_arguments(event.arguments, limit)})
     if isinstance(event, AwaitingApprovalEvent):
@@ -59,8 +54,8 @@ def _shortened(event: AgentEvent, limit: int) -> AgentEvent:
     if isinstance(event, ApprovalEvent):
         return event.model_copy(
             update={
-                "reason": None if event.reason is None else preview(event.reason, limit),
-                "approver": None if event.approver is None else preview(event.approver, limit),
+                "reason": None if event.reason is None else shorten(event.reason, limit),
+                "approver": None if event.approver is None else shorten(event.approver, limit),
             }
         )
     return event
@@ -68,7 +63,7 @@ def _shortened(event: AgentEvent, limit: int) -> AgentEvent:
 
 def _short_arguments(arguments: Any, limit: int) -> Any:
     text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
-    return arguments if len(text) <= limit else preview(text, limit)
+    return arguments if len(text) <= limit else shorten(text, limit)
 
 
 E = TypeVar("E", bound=BaseEvent)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from temporalio import workflow
 from temporalio.common import RawValue
 
-from workflows.bounds import MAX_APPROVER_CHARS, MAX_ARGUMENT_CHARS, shown
+from workflows.bounds import ECHO_CHARS, MAX_APPROVER_CHARS, MAX_ARGUMENT_CHARS
 from workflows.model import (
     CancelRequest,
     ChatMessage,
@@ -25,6 +25,7 @@ from workflows.model import (
 )
 from workflows.names import PLAINTEXT_METADATA
 from workflows.rules import ApprovalPolicy
+from workflows.shown import shorten
 
 MAX_REASON_CHARS = 2_000
 MAX_USER_MESSAGE_CHARS = 100_000
@@ -61,7 +62,7 @@ def parse_approval(payload: object) -> Parsed[ToolApprovalResponse]:
     if error is not None or not isinstance(value, ToolApprovalResponse):
         return Parsed(error=error)
     notes: list[str] = []
-    call = shown(value.call_id)
+    call = shorten(value.call_id, ECHO_CHARS)
     edit = edit_problem(value)
     if edit is not None:
         return Parsed(error=f"invalid tool approval for {call}: {edit}")
@@ -145,7 +146,7 @@ def first_line(err: BaseException) -> str:
     """An exception in one short line (never the whole input it may quote)."""
     text = str(err).strip()
     first = text.splitlines()[0] if text else ""
-    return shown(f"{type(err).__name__}: {first}" if first else type(err).__name__, 300)
+    return shorten(f"{type(err).__name__}: {first}" if first else type(err).__name__, 300)
 
 
 def decode(

@@ -34,6 +34,7 @@ from temporalio.exceptions import ApplicationError
 from workflows import bounds, names
 from workflows.inputs import UNSEALED, first_line, is_plaintext
 from workflows.model import AgentEvent, StreamDelta
+from workflows.shown import shorten
 
 STREAM_PUBLISH_SIGNAL = "__temporal_workflow_stream_publish"
 STREAM_POLL_UPDATE = "__temporal_workflow_stream_poll"
@@ -143,7 +144,7 @@ def _problem(entry: PublishEntry) -> str | None:
     if topic == names.STREAM_EVENTS:
         return f"items on '{names.STREAM_EVENTS}' come from the workflow only"
     if topic != names.STREAM_DELTAS:
-        return f"unknown topic '{bounds.shown(topic)}'"
+        return f"unknown topic '{shorten(topic, bounds.ECHO_CHARS)}'"
     if not isinstance(entry.data, str) or len(entry.data) > MAX_STREAM_ITEM_BYTES:
         return f"an item must be an encoded payload of at most {MAX_STREAM_ITEM_BYTES} bytes"
     try:

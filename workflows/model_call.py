@@ -19,7 +19,7 @@ from workflows.approvals import Approvals
 from workflows.batch import InFlight
 from workflows.compaction import Compactor
 from workflows.conversation import Conversation
-from workflows.event_log import preview
+from workflows.event_log import EVENT_TEXT_LIMIT
 from workflows.model import (
     AgentState,
     BaseEvent,
@@ -29,6 +29,7 @@ from workflows.model import (
     TextDeltaEvent,
 )
 from workflows.notices import length_warning
+from workflows.shown import shorten
 from workflows.versions import Rules
 
 
@@ -121,7 +122,7 @@ class ModelCall:
             response.message.content, response.message.tool_calls or [], state.round
         )
         if message.content:
-            self._emit(TextDeltaEvent(delta=preview(message.content)))
+            self._emit(TextDeltaEvent(delta=shorten(message.content, EVENT_TEXT_LIMIT)))
         if self._rules.limits.strict_sizes:
             added = bounds.json_bytes(message)
             if problem := self._conversation.too_large(added, reply=added):

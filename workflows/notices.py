@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from workflows.bounds import shown
 from workflows.model import CancelRequest, ChatMessage, LlmResponse
+from workflows.shown import shorten
 
 CANCELLED_MESSAGE = "Agent run cancelled"
 APPROVAL_TIMED_OUT = "Approval timed out"
@@ -51,7 +51,7 @@ def round_limit_warning(
     """A run that ends at `max_rounds` says so, with the model's last text; in a session only
     the turn ends, and the session waits for the next message."""
     last = next((m.content for m in reversed(messages) if m.role == "assistant"), "")
-    said = f"; the model's last text: {shown(last, 500)}" if last.strip() else ""
+    said = f"; the model's last text: {shorten(last, 500)}" if last.strip() else ""
     if session:
         return (
             f"this turn stopped at its round limit (max_rounds {max_rounds}) before the model"

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from workflows.arguments import arguments_json
-from workflows.bounds import shown
 from workflows.model import AgentState, ToolCall
+from workflows.shown import shorten
 from workflows.tool_results import DEFAULT_REJECTION_REASON, envelope_error, rejection_message
 
 MAX_TRACKED_CALLS = 1_000
@@ -101,7 +101,7 @@ class Repeats:
         )
 
     def _rejected_again(self, call: ToolCall, reason: str | None, runs: int, limit: int) -> Refusal:
-        said = shown(reason or DEFAULT_REJECTION_REASON, 200)
+        said = shorten(reason or DEFAULT_REJECTION_REASON, 200)
         counted = f", {runs} times so far (max_repeats {limit})" if runs >= limit else ""
         return Refusal(
             content=already_rejected_message(call, reason),
@@ -125,7 +125,7 @@ class Repeats:
         key = call_key(call)
         rejections = self._state.turn_rejections
         rejections.pop(key, None)
-        rejections[key] = None if reason is None else shown(reason, REMEMBERED_REASON_CHARS)
+        rejections[key] = None if reason is None else shorten(reason, REMEMBERED_REASON_CHARS)
         while len(rejections) > MAX_REMEMBERED_REJECTIONS:
             del rejections[next(iter(rejections))]
         self.ran(call)

@@ -28,6 +28,7 @@ from workflows.model import (
     WorkerSetup,
 )
 from workflows.rules import PolicyRule
+from workflows.shown import ELLIPSIS, shorten
 
 NOT_A_CONTINUATION = (
     "Invalid AgentRunInput: `state` and `continued` are set only by the workflow itself when it"
@@ -84,7 +85,7 @@ def duplicate_call_ids(state: AgentState) -> str | None:
     for message in state.messages:
         for call in message.tool_calls or []:
             if call.id in seen:
-                shown = call.id if len(call.id) <= 80 else call.id[:80] + "…"
+                shown = shorten(call.id, 80, ELLIPSIS)
                 return f"Invalid AgentRunInput: two tool calls have the id '{shown}'"
             seen.add(call.id)
     return None

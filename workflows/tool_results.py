@@ -48,21 +48,6 @@ def too_many_calls_message(limit: int) -> str:
     )
 
 
-def bound_text(text: str, limit: int) -> str:
-    """Cut `text` to at most `limit` characters, saying clearly how much was dropped."""
-    if len(text) <= limit:
-        return text
-    # The marker's length depends on the count it reports: shrink `keep` until they agree, so
-    # the result never exceeds `limit` (keep only decreases, so this ends).
-    keep = limit
-    while True:
-        marker = TRUNCATION_MARKER.format(dropped=len(text) - keep)
-        fits = max(0, limit - len(marker))
-        if fits >= keep:
-            return text[:keep] + marker
-        keep = fits
-
-
 def cut_off_message(max_tokens: int | None) -> str:
     """A call whose arguments were cut off at the token limit, in terms the model can act on
     (the conversation it is sent holds `{}` for the cut arguments, not the broken text)."""

@@ -8,8 +8,8 @@ from temporalio import workflow
 
 from workflows import names
 from workflows.bounds import arguments_text
-from workflows.event_log import preview
 from workflows.model import Phase, ToolCall
+from workflows.shown import shorten
 
 
 class Visibility:
@@ -33,5 +33,5 @@ class Visibility:
 def describe_waiting(round_: int, waiting: list[ToolCall]) -> str:
     lines = [f"round {round_}: awaiting approval of {len(waiting)} call(s)"]
     for call in waiting:
-        lines.append(f"- {call.id}: {call.name} {preview(arguments_text(call.arguments), 200)}")
+        lines.append(f"- {call.id}: {call.name} {shorten(arguments_text(call.arguments), 200)}")
     return "\n".join(lines)

@@ -28,7 +28,8 @@ from activities.tools.base import (
 from activities.tools.commands import run_command
 from activities.tools.fs import Workspace, open_file, open_folder, os_error, preview
 from activities.tools.sandbox import CommandPolicy, choose_policy
-from workflows.tool_results import bound_text
+from workflows.shown import shorten
+from workflows.tool_results import TRUNCATION_MARKER
 
 READ_LIMIT_BYTES = 64 * 1024
 """`read_file` reads at most this much of a file."""
@@ -123,7 +124,7 @@ def _read_file(workspace: Workspace, args: dict[str, Any], check: OpenedCheck) -
     text = head.decode("utf-8", errors="replace")
     if info.st_size > READ_LIMIT_BYTES:
         text += f"\n…[file is {info.st_size} bytes; only the first {READ_LIMIT_BYTES} were read]"
-    return bound_text(text, READ_TEXT_LIMIT)
+    return shorten(text, READ_TEXT_LIMIT, TRUNCATION_MARKER, within=True)
 
 
 # ---- delete_path ----

@@ -16,7 +16,8 @@ from activities.tools.fs import Workspace, os_error, preview
 from activities.tools.limits import limits_preexec
 from activities.tools.sandbox import SHELL, CommandPolicy, bwrap_argv, command_env
 from activities.tools.uplink import NetworkUnavailable, launcher_argv
-from workflows.tool_results import bound_text
+from workflows.shown import shorten
+from workflows.tool_results import TRUNCATION_MARKER
 
 STDOUT_LIMIT = 8_000
 STDERR_LIMIT = 4_000
@@ -45,7 +46,7 @@ class _Capture:
         text = self.kept.decode("utf-8", errors="replace")
         if self.total > len(self.kept):
             text += f"\n…[truncated {self.total - len(self.kept)} bytes of output]"
-        return bound_text(text, self.limit + 100)
+        return shorten(text, self.limit + 100, TRUNCATION_MARKER, within=True)
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:

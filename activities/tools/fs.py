@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from activities.tools.base import ToolError
+from workflows.shown import shorten
 
 MAX_SYMLINKS = 40
 """As the kernel's own limit: more hops than this is a loop."""
@@ -50,9 +51,7 @@ _REASONS = {
 
 def preview(path: str) -> str:
     """`path`, cut to a readable length for an error message."""
-    if len(path) <= PREVIEW_CHARS:
-        return path
-    return f"{path[:PREVIEW_CHARS]}…[{len(path)} characters]"
+    return shorten(path, PREVIEW_CHARS, "…[{total} characters]")
 
 
 def os_error(err: OSError, relative: str) -> ToolError:

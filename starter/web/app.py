@@ -36,7 +36,6 @@ from starter.render import age, audit_arguments, decided_by, event_line, moment
 from starter.request_guards import MIB, AsciiHeaders, LimitedBody, LoopbackHostOnly
 from starter.runs import PAGE_SIZE as RUNS_PAGE_SIZE
 from starter.runs import STATUSES, BadFilter, RunRow, list_runs, parse_filter
-from starter.visible import arguments_display, shorten, text_block, visible
 from starter.web import actions
 from starter.web.auth import (
     CSRF_FIELD,
@@ -58,6 +57,7 @@ from starter.web.security import Guard, Identity, SecurityHeaders, cross_site
 from workflows import names
 from workflows.arguments import arguments_digest
 from workflows.model import ToolCall
+from workflows.shown import ELLIPSIS, arguments_display, shorten, text_block, visible
 
 STATIC = Path(__file__).parent / "static"
 MAX_BODY_BYTES = 1 * MIB
@@ -75,7 +75,7 @@ def _templates() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["cut"] = lambda text, limit=500: shorten(text, limit, counted=False)
+    env.filters["cut"] = lambda text, limit=500: shorten(text, limit, ELLIPSIS)
     env.filters["args"] = arguments_display
     env.filters["visible"] = visible
     env.filters["text"] = text_block

@@ -232,7 +232,7 @@ async def test_a_huge_answer_is_read_only_to_64_kib(tmp_path):
         await asyncio.sleep(0.5)
         [post] = await receiver.received()
     assert error.type == "NotifyHttp500" and not error.non_retryable
-    assert "boom \\x1b[31mxxx" in error.message and len(error.message) < 400
+    assert "boom \\u001b[31mxxx" in error.message and len(error.message) < 400
     assert took < 2, took
     assert post["sent_bytes"] < 16 * 1024 * 1024, post
 

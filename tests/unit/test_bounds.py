@@ -8,11 +8,12 @@ from hypothesis import strategies as st
 from workflows import bounds
 from workflows.conversation import invariant_violations, unique_call_ids
 from workflows.model import ChatMessage, ToolCall
+from workflows.shown import shorten
 
 
 def test_shown_cuts_and_says_so():
-    assert bounds.shown("abc") == "abc"
-    cut = bounds.shown("x" * 1_000)
+    assert shorten("abc", bounds.ECHO_CHARS) == "abc"
+    cut = shorten("x" * 1_000, bounds.ECHO_CHARS)
     assert cut.startswith("x" * bounds.ECHO_CHARS) and "920 more characters" in cut
 
 

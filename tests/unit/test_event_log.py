@@ -8,7 +8,6 @@ from workflows.event_log import (
     CARRIED_TEXT_LIMIT,
     EVENT_TEXT_LIMIT,
     EventLog,
-    preview,
 )
 from workflows.model import (
     AgentRunOptions,
@@ -22,6 +21,7 @@ from workflows.model import (
     ToolResultEvent,
     WarningEvent,
 )
+from workflows.shown import shorten
 
 
 def new_log() -> tuple[EventLog, AgentState]:
@@ -98,11 +98,11 @@ def test_carry_shortens_texts_when_over_budget():
     assert size <= CARRIED_BYTES_BUDGET
     for event in tail:
         if isinstance(event, TextDeltaEvent):
-            assert event.delta == preview(big, CARRIED_TEXT_LIMIT)
+            assert event.delta == shorten(big, CARRIED_TEXT_LIMIT)
             assert event.delta.startswith("z" * CARRIED_TEXT_LIMIT)
             assert "more characters" in event.delta
         elif isinstance(event, ToolResultEvent):
-            assert event.content == preview(big, CARRIED_TEXT_LIMIT)
+            assert event.content == shorten(big, CARRIED_TEXT_LIMIT)
     # the original log is not changed by carry()
     assert all(len(e.delta) == EVENT_TEXT_LIMIT for e in log.all() if isinstance(e, TextDeltaEvent))
 
@@ -131,5 +131,5 @@ def test_carry_shortens_every_event_type_and_fits_its_budget():
 
 
 def test_preview():
-    assert preview("abc", 5) == "abc"
-    assert preview("abcdefgh", 3) == "abc…[5 more characters]"
+    assert shorten("abc", 5) == "abc"
+    assert shorten("abcdefgh", 3) == "abc…[5 more characters]"

@@ -202,3 +202,25 @@ def test_slack_says_how_a_run_ended():
     assert finished("max_rounds") == "Run `agent-42` stopped at its round limit"
     assert finished("error", "boom <here>") == "Run `agent-42` failed: boom &lt;here&gt;"
     assert finished("error", "boom", content=False) == "Run `agent-42` failed"
+
+
+def test_a_notification_makes_text_visible_exactly_as_the_terminal_does():
+    """Private-use, unassigned and bidirectional characters, and escapes, never reach a Slack
+    channel raw: each is written as the terminal and the web write it."""
+    from starter.render import visible as terminal_visible
+
+    hidden = "rm \ue000x\u0378 \u202eevil \x1b[2J"
+    text = slack_text(waiting(arguments={"command": hidden}), link=None, include_content=True)
+    shown = terminal_visible(hidden)
+    assert shown == "rm \\ue000x\\u0378 \\u202eevil \\u001b[2J"
+    assert shown in text
+    assert not any(c in text for c in "\ue000\u0378\u202e\x1b")
+    finished = NotifyRequest(
+        event="run_finished",
+        workflow_id="agent-\ue000",
+        run_id="run-1",
+        finish_reason="error",
+        error=f"boom {hidden}",
+    )
+    line = slack_text(finished, link=None, include_content=True)
+    assert line == f"Run `agent-\\ue000` failed: boom {shown}"

@@ -16,9 +16,9 @@ from workflows.conversation import (
 )
 from workflows.model import ChatMessage, ToolCall
 from workflows.reconstruction import Execute, Respond, Step, plan_resume
+from workflows.shown import shorten
 from workflows.tool_results import (
     TRUNCATION_MARKER,
-    bound_text,
     envelope_error,
     framework_error_message,
     invalid_arguments_message,
@@ -267,14 +267,14 @@ def test_tool_output_message_not_serialisable():
 
 
 def test_bound_text_short_is_unchanged():
-    assert bound_text("abc", 3) == "abc"
-    assert bound_text("", 0) == ""
+    assert shorten("abc", 3, TRUNCATION_MARKER, within=True) == "abc"
+    assert shorten("", 0, TRUNCATION_MARKER, within=True) == ""
 
 
 @pytest.mark.parametrize("size", [101, 150, 10_000])
 def test_bound_text_cut_with_marker(size):
     text = "x" * size
-    out = bound_text(text, 100)
+    out = shorten(text, 100, TRUNCATION_MARKER, within=True)
     assert len(out) <= 100
     kept = out.index("…")
     assert out[kept:] == TRUNCATION_MARKER.format(dropped=size - kept)

@@ -1,7 +1,9 @@
-"""What a person reads, the same in the terminal and on the web: every character that does not
-show as itself written as an escape, and tool arguments as the value that will run.
+"""What a person reads, the same in the terminal, on the web and in a notification: every
+character that does not show as itself written as an escape, tool arguments as the value that
+will run, and long text cut with a marker that says so.
 
-One rule for both screens a person approves from: controls (C0, DEL, C1, ESC), formatting
+Pure (no I/O, nothing runs at import): the workflow, the activities, the starter and the web app
+all import it. One rule for every place a person reads: controls (C0, DEL, C1, ESC), formatting
 characters (zero-width, bidirectional embeddings, overrides and isolates, the byte order mark),
 lone surrogates, private-use and unassigned code points, and line and paragraph separators are
 written as JSON escapes (`\\n`, `\\r`, `\\t`, `\\u001b`, `\\u202e`; outside the basic plane as a
@@ -55,20 +57,38 @@ def text_block(text: str) -> str:
     return visible(text.replace("\r\n", "\n"), keep=MULTILINE)
 
 
-def shorten(text: str, limit: int, *, counted: bool = True) -> str:
-    """`text` in full up to `limit` characters, then cut: `… (N more characters)`, or with
-    `counted=False` a bare `…`."""
+MORE = "…[{more} more characters]"
+"""The marker of text in events and warnings (`{more}`: the characters past the limit)."""
+COUNTED = "… ({more:,} more characters)"
+"""The marker of text on a person's screen, the count with thousands separators."""
+ELLIPSIS = "…"
+
+
+def shorten(text: str, limit: int, marker: str = MORE, *, within: bool = False) -> str:
+    """`text` in full up to `limit` characters, else cut and followed by `marker`.
+
+    `marker` is a format string: `{more}` is the number of characters past `limit`, `{dropped}`
+    the number actually left out, `{total}` the length of `text`. By default the marker follows
+    the first `limit` characters; with `within=True` the result, marker included, is at most
+    `limit` characters long (the text kept shrinks until the marker with its count fits)."""
     if len(text) <= limit:
         return text
-    tail = f"… ({len(text) - limit:,} more characters)" if counted else "…"
-    return text[:limit] + tail
+    keep = limit
+    while True:
+        tail = marker.format(more=len(text) - limit, dropped=len(text) - keep, total=len(text))
+        if not within:
+            return text[:keep] + tail
+        fits = max(0, limit - len(tail))
+        if fits >= keep:
+            return text[:keep] + tail
+        keep = fits  # keep only decreases, so this ends
 
 
 def one_line(text: str, limit: int | None = None) -> str:
     """`text` on one line (line breaks and every other hidden character escaped), cut after
     `limit` characters."""
     flat = visible(text)
-    return flat if limit is None else shorten(flat, limit)
+    return flat if limit is None else shorten(flat, limit, COUNTED)
 
 
 def arguments_display(arguments: Any) -> str:
