@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import json
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.arguments import arguments_json, arguments_value
+from workflows.arguments import arguments_json
 from workflows.globs import shell_safe_glob
 from workflows.legacy import legacy_value_text, listed, metacharacters_in, shell_safe
 from workflows.paths import normal_path
@@ -97,6 +98,21 @@ def pattern_matches(
     if legacy_shell_safety:
         return shell_safe(pattern, value) and fnmatch.fnmatchcase(value, pattern)
     return shell_safe_glob(pattern)(value) is not None
+
+
+def parsed_arguments(arguments: Any) -> Any:
+    """Arguments as the rules see them: a JSON string parsed (an empty one is `{}`), a value as
+    it is. A string that is not JSON is returned as it is: it is not an object, so only rules
+    without `when` can match it. Unlike `arguments.arguments_value` it lets `RecursionError`
+    through: arguments too deep to read are asked about, never matched as text."""
+    if not isinstance(arguments, str):
+        return arguments
+    if not arguments.strip():
+        return {}
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
 
 
 def argument_text(
@@ -217,7 +233,7 @@ class _Call:
 
     def holds(self, when: dict[str, str], *, allow: bool) -> bool:
         if not self._parsed:
-            parsed = arguments_value(self._arguments)
+            parsed = parsed_arguments(self._arguments)
             self._values = parsed if isinstance(parsed, dict) else None
             self._parsed = True
         if self._values is None:

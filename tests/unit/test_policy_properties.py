@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 
 from workflows import globs
 from workflows import legacy as policy_module
-from workflows.arguments import arguments_value
 from workflows.legacy import shell_safe
 from workflows.model import ToolApprovalResponse
 from workflows.policy import (
     effective_rules,
     evaluate,
+    parsed_arguments,
     pattern_matches,
     policy_view,
     rule_matches,
@@ -325,7 +325,7 @@ def test_first_matching_rule_decides(
         path_parameters=paths,
         legacy_shell_safety=legacy,
     )
-    parsed = arguments_value(arguments)
+    parsed = parsed_arguments(arguments)
     matching = [
         i
         for i, r in enumerate(rules)
