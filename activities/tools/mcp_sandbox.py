@@ -25,9 +25,9 @@ from mcp.client.stdio import get_default_environment
 
 from activities.tools.cgroups import CommandGroup, cgroup_support
 from activities.tools.mcp_config import McpConfigError, McpServerConfig
-from activities.tools.sandbox import CommandPolicy, bwrap_argv, command_env
+from activities.tools.sandbox import CommandPolicy, bwrap_argv, command_env, require_uplink
 from activities.tools.sandbox_layout import private_paths, program_paths
-from activities.tools.uplink import NetworkUnavailable, launcher_argv, require_uplink
+from activities.tools.uplink import NetworkUnavailable, launcher_argv
 
 PASSED_ENVIRONMENT = ("PATH", "HOME", "LANG")
 """Unsandboxed (`AGENT_SANDBOX=off`): the worker's variables a stdio server gets."""

@@ -31,7 +31,7 @@ from activities.tools.limits import (
     limits_preexec,
 )
 from activities.tools.sandbox_layout import mask_args, private_paths, system_args, visible_sources
-from activities.tools.uplink import NetworkUnavailable, require_uplink
+from activities.tools.uplink import NetworkUnavailable, launcher_argv
 
 __all__ = [
     "ADDRESS_SPACE_BYTES",
@@ -62,6 +62,8 @@ SHELL = "/bin/sh"
 means the same command on every machine."""
 
 PROBE_TIMEOUT_SECONDS = 15.0
+UPLINK_PROBE_TIMEOUT_SECONDS = 20.0
+"""slirp4netns takes longer to come up than bwrap alone."""
 
 
 class SandboxUnavailable(RuntimeError):
@@ -227,6 +229,42 @@ def bwrap_status() -> tuple[str | None, str]:
     if problem is not None:
         return None, problem
     return bwrap, ""
+
+
+# ---- the uplink (slirp4netns) ----
+
+
+def _probe_uplink(bwrap: str, slirp: str) -> str | None:
+    """Run a command with an uplink: None when its namespace came up with the tap device."""
+    check = ["/bin/sh", "-c", "grep -q tap0: /proc/net/dev"]
+    return probe(
+        "slirp4netns",
+        lambda ws: launcher_argv(bwrap_argv(bwrap, ws, check), uplink=slirp),
+        seconds=UPLINK_PROBE_TIMEOUT_SECONDS,
+    )
+
+
+@cache
+def uplink_status(bwrap: str) -> tuple[str | None, str]:
+    """(the slirp4netns executable or None, why not): probed once per process."""
+    slirp = shutil.which("slirp4netns")
+    if slirp is None:
+        return None, "slirp4netns is not installed (Debian/Ubuntu package: slirp4netns)"
+    problem = _probe_uplink(bwrap, slirp)
+    if problem is not None:
+        return None, problem
+    return slirp, ""
+
+
+def require_uplink(bwrap: str, who: str) -> str:
+    """The slirp4netns executable, or NetworkUnavailable naming `who` wanted it."""
+    slirp, reason = uplink_status(bwrap)
+    if slirp is None:
+        raise NetworkUnavailable(
+            f"{who} asks for the network, but sandboxed processes cannot get their own network"
+            f" here ({reason}), and the host's network would expose its loopback services"
+        )
+    return slirp
 
 
 def choose_policy(

@@ -8,18 +8,18 @@ slirp4netns (Debian/Ubuntu package `slirp4netns`) is attached by `sandbox_launch
 other addresses are reached through the host's own sockets, as the worker's user. (pasta, from
 `passt`, would do the same job; Debian 12's build crashes on the first TCP connection, so the
 worker does not use it.)
+
+This module only builds the launcher's command line; whether an uplink works here is probed
+by `sandbox.py` (`require_uplink`), which runs the probe in its own sandbox.
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections.abc import Sequence
-from functools import cache
 from pathlib import Path
 
 LAUNCHER = Path(__file__).with_name("sandbox_launch.py")
-PROBE_TIMEOUT_SECONDS = 20.0
 
 
 class NetworkUnavailable(RuntimeError):
@@ -37,38 +37,3 @@ def launcher_argv(
     if uplink is not None:
         argv += ["--slirp4netns", uplink]
     return [*argv, "--", *bwrap_argv]
-
-
-def _probe(bwrap: str, slirp: str) -> str | None:
-    """Run a command with an uplink: None when its namespace came up with the tap device."""
-    from activities.tools.sandbox import bwrap_argv, probe
-
-    check = ["/bin/sh", "-c", "grep -q tap0: /proc/net/dev"]
-    return probe(
-        "slirp4netns",
-        lambda ws: launcher_argv(bwrap_argv(bwrap, ws, check), uplink=slirp),
-        seconds=PROBE_TIMEOUT_SECONDS,
-    )
-
-
-@cache
-def uplink_status(bwrap: str) -> tuple[str | None, str]:
-    """(the slirp4netns executable or None, why not): probed once per process."""
-    slirp = shutil.which("slirp4netns")
-    if slirp is None:
-        return None, "slirp4netns is not installed (Debian/Ubuntu package: slirp4netns)"
-    problem = _probe(bwrap, slirp)
-    if problem is not None:
-        return None, problem
-    return slirp, ""
-
-
-def require_uplink(bwrap: str, who: str) -> str:
-    """The slirp4netns executable, or NetworkUnavailable naming `who` wanted it."""
-    slirp, reason = uplink_status(bwrap)
-    if slirp is None:
-        raise NetworkUnavailable(
-            f"{who} asks for the network, but sandboxed processes cannot get their own network"
-            f" here ({reason}), and the host's network would expose its loopback services"
-        )
-    return slirp
