@@ -37,7 +37,6 @@ from temporalio.exceptions import ApplicationError
 from activities.bounded_body import ACCEPT_ENCODING, read_bounded
 from activities.llm import retry_after_seconds
 from activities.notify_message import (
-    cut,
     json_body,
     run_link,
     slack_body,
@@ -47,7 +46,7 @@ from activities.settings import Settings, shown_notify_url
 from workflows import names
 from workflows.model import NotifyRequest
 from workflows.notifications import NOTIFY_RETRY, child_id
-from workflows.shown import visible
+from workflows.shown import ELLIPSIS, shorten, visible
 
 ATTEMPT_SECONDS = 20.0
 """The longest one delivery attempt may take (inside the activity's 30 s start-to-close)."""
@@ -160,10 +159,11 @@ class Notifier:
                 type="NotifyTimeout",
             ) from None
         except httpx.HTTPError as err:
-            detail = self.scrub(str(err)) or "no detail"
+            detail = visible(self.scrub(str(err)) or "no detail")
+            detail = shorten(detail, ANSWER_EXCERPT_CHARS, ELLIPSIS, within=True)
             raise ApplicationError(
                 f"the notification could not be delivered to {self._shown}"
-                f" ({type(err).__name__}: {cut(visible(detail), ANSWER_EXCERPT_CHARS)})",
+                f" ({type(err).__name__}: {detail})",
                 type="NotifyConnectionError",
             ) from None
         if refused is not None:
@@ -197,7 +197,8 @@ class Notifier:
         naming the status and a scrubbed excerpt of what the receiver said (`body_start`: its
         body, already cut to `BODY_LIMIT` bytes)."""
         status = response.status_code
-        excerpt = cut(visible(self.scrub(body_start.strip())), ANSWER_EXCERPT_CHARS)
+        excerpt = visible(self.scrub(body_start.strip()))
+        excerpt = shorten(excerpt, ANSWER_EXCERPT_CHARS, ELLIPSIS, within=True)
         said = f": {excerpt}" if excerpt else ""
         message = f"the notification receiver at {self._shown} answered HTTP {status}{said}"
         kind = f"NotifyHttp{status}"

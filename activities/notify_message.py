@@ -36,11 +36,6 @@ _FINISHED = {
 }
 
 
-def cut(text: str, limit: int) -> str:
-    """`text` at most `limit` characters long, a cut one ending in `…`."""
-    return shorten(text, limit, ELLIPSIS, within=True)
-
-
 def run_link(inbox_url: str | None, workflow_id: str) -> str | None:
     """The run's page in the web inbox, `INBOX/runs/{id}` (the id percent-encoded), or None."""
     if not inbox_url:
@@ -76,14 +71,18 @@ def json_body(request: NotifyRequest, *, link: str | None, include_content: bool
             if len(text) <= ARGUMENTS_JSON_CHARS:
                 body["arguments"] = arguments_value(request.arguments)
             else:
-                body["arguments"] = text[:ARGUMENTS_JSON_CHARS] + ELLIPSIS
+                body["arguments"] = shorten(text, ARGUMENTS_JSON_CHARS, ELLIPSIS)
                 body["arguments_truncated"] = True
             body["arguments_sha256"] = arguments_digest(request.arguments)
         body["waiting_since"] = timestamp(request.waiting_since)
     else:
         body["finish_reason"] = request.finish_reason
         if include_content:
-            body["error"] = None if request.error is None else cut(request.error, ERROR_CHARS)
+            body["error"] = (
+                None
+                if request.error is None
+                else shorten(request.error, ERROR_CHARS, ELLIPSIS, within=True)
+            )
     body["url"] = link
     return body
 
@@ -96,7 +95,7 @@ def slack_escape(text: str) -> str:
 
 def slack_code(text: str, limit: int = SLACK_TEXT_CHARS) -> str:
     """`text` in a code span, bounded; a backtick (which would end the span) shows as `ˋ`."""
-    return f"`{slack_escape(cut(text, limit)).replace('`', 'ˋ')}`"
+    return f"`{slack_escape(shorten(text, limit, ELLIPSIS, within=True)).replace('`', 'ˋ')}`"
 
 
 def _slack_run(request: NotifyRequest, link: str | None) -> str:
@@ -104,7 +103,8 @@ def _slack_run(request: NotifyRequest, link: str | None) -> str:
         return slack_code(request.workflow_id)
     # `<URL|label>`: the URL may hold neither `|` nor `>`; the label is escaped text.
     target = link.replace("|", "%7C").replace(">", "%3E").replace("<", "%3C")
-    return f"<{target}|{slack_escape(cut(request.workflow_id, SLACK_TEXT_CHARS))}>"
+    label = shorten(request.workflow_id, SLACK_TEXT_CHARS, ELLIPSIS, within=True)
+    return f"<{target}|{slack_escape(label)}>"
 
 
 def _slack_since(moment: datetime | None) -> str:
@@ -135,7 +135,8 @@ def slack_text(request: NotifyRequest, *, link: str | None, include_content: boo
         return f":alarm_clock: Reminder: {tool} has been waiting for approval{since}{where}"
     line = f"Run {run} {_finished(request.finish_reason)}"
     if include_content and request.error:
-        line += f": {slack_escape(cut(request.error, SLACK_TEXT_CHARS))}"
+        error = shorten(request.error, SLACK_TEXT_CHARS, ELLIPSIS, within=True)
+        line += f": {slack_escape(error)}"
     return line
 
 
