@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
-    from workflows import bounds, generations, metrics, names
+    from workflows import bounds, generations, metrics, names, shown
     from workflows.approvals import Approvals
     from workflows.audit import audit_memo, audit_view, prompt_memo
     from workflows.batch import Batch, InFlight
@@ -71,7 +71,6 @@ with workflow.unsafe.imports_passed_through():
         START_ROLE,
         was_sealed,
     )
-    from workflows.shown import shorten
     from workflows.state import (
         bounded_handover,
         handed_over,
@@ -338,7 +337,7 @@ class AgentWorkflow:
         }
         handler = handlers.get(name)
         if handler is None:
-            self._warn(f"unknown signal '{shorten(name, bounds.ECHO_CHARS)}' ignored")
+            self._warn(f"unknown signal '{shown.shorten(name, bounds.ECHO_CHARS)}' ignored")
             return
         payload, error = self._doors.signal(name, args)
         if error is not None:
@@ -385,8 +384,7 @@ class AgentWorkflow:
             self._warn(f"{names.SIGNAL_MODEL_UNREACHABLE}: no message; ignored")
             return
         if "llm" in self._inflight and not self._finished:
-            # the worker logged it already
-            self._emit(WarningEvent(message=shorten(message, EVENT_TEXT_LIMIT)))
+            self._emit(WarningEvent(message=shown.shorten(message, EVENT_TEXT_LIMIT)))  # logged
 
     @workflow.signal(name=STREAM_PUBLISH_SIGNAL)
     def _stream_publish(self, payload: RawValue) -> None:
@@ -501,7 +499,7 @@ class AgentWorkflow:
         self._live.publish(self._log.emit(event))  # type: ignore[arg-type]
 
     def _warn(self, message: str) -> None:
-        message = shorten(message, EVENT_TEXT_LIMIT)
+        message = shown.shorten(message, EVENT_TEXT_LIMIT)
         workflow.logger.warning(message)
         self._emit(WarningEvent(message=message))
 
@@ -534,7 +532,7 @@ class AgentWorkflow:
 
     def _finish(self, reason: FinishReason, error: str | None = None) -> AgentRunResult:
         if error is not None:
-            error = shorten(error, EVENT_TEXT_LIMIT)
+            error = shown.shorten(error, EVENT_TEXT_LIMIT)
             self._emit(ErrorEvent(message=error))
         self._emit(FinishedEvent(finish_reason=reason))
         self._finish_reason = reason
