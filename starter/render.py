@@ -118,7 +118,7 @@ def event_line(event: AgentEvent) -> str:
 
 
 _CUT = re.compile(r"…\[\d+ more characters\]\Z")
-"""How the audit marks arguments it keeps only the start of (`workflows.bounds.shown`)."""
+"""How the audit marks arguments it keeps only the start of (`workflows.shown.MORE`)."""
 
 
 def audit_arguments(arguments: object) -> str:
