@@ -180,11 +180,9 @@ class Approvals:
                 )
             )
         for call in calls:
-            refusal = self.repeats.refusal(call)
-            if refusal is not None:
-                self._warn(
-                    f"call '{shorten(call.id, bounds.ECHO_CHARS)}' {call.name}: {refusal.warning}"
-                )
+            if (refusal := self.repeats.refusal(call)) is not None:
+                echoed = shorten(call.id, bounds.ECHO_CHARS)
+                self._warn(f"call '{echoed}' {call.name}: {refusal.warning}")
         for call in calls:
             self._decide_by_rule(call, verdicts[call.id])
 
@@ -378,10 +376,8 @@ class Approvals:
         response = taken.response
         if self.reserved_for_person(response.call_id):
             call = shorten(response.call_id, bounds.ECHO_CHARS)
-            self._warn(
-                f"tool_approval_responses: call '{call}' is for"
-                " a person to answer (an enforced rule asks); ignored"
-            )
+            why = "is for a person to answer (an enforced rule asks); ignored"
+            self._warn(f"tool_approval_responses: call '{call}' {why}")
             return
         self.answer(response, source="seed")
 
