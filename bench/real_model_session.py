@@ -46,6 +46,7 @@ from starlette.routing import Route
 from temporalio.client import Client, WorkflowHandle
 
 from bench.harness import start_server
+from runtime.process import exit_now
 from workflows import names
 from workflows.model import (
     AgentEvent,
@@ -590,3 +591,7 @@ async def until_stopped(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     asyncio.run(until_stopped(parse()))
+    # The SDK's core threads must not be torn down by the interpreter's finalisation (seen:
+    # "PyGILState_Release ... finalizing" after the figures were written): leave as the
+    # project's other entry points do.
+    exit_now(0)
