@@ -5,12 +5,16 @@ once, not again when the round's `text_delta` event arrives."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import uuid
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
+from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
@@ -25,14 +29,19 @@ REPO = Path(__file__).resolve().parents[2]
 CHUNKS = 40
 
 
-async def test_watch_prints_tokens_before_the_model_call_finishes(client, task_queue, tmp_path):
+@contextlib.asynccontextmanager
+async def watching(
+    client: Client, task_queue: str, tmp_path: Path, replies: Sequence[Any], *flags: str
+) -> AsyncIterator[tuple[WorkflowHandle[Any, Any], asyncio.subprocess.Process]]:
+    """A run on an in-process worker with the real activities, whose model (the OpenAI-compatible
+    test server) gives `replies`, followed by the real `python -m starter [flags] watch`."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    address = client.service_client.config.target_host
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "LLM_", "AGENT_"))}
-    env.update(TEMPORAL_ADDRESS=address)
+    env.update(TEMPORAL_ADDRESS=client.service_client.config.target_host)
     with FakeOpenAI() as fake:
-        fake.enqueue(Slow(chunks=CHUNKS, delay=0.1, piece="tick "))
+        for reply in replies:
+            fake.enqueue(reply)
         settings = Settings(
             llm_base_url=fake.base_url,
             llm_api_key=None,
@@ -53,6 +62,7 @@ async def test_watch_prints_tokens_before_the_model_call_finishes(client, task_q
                     sys.executable,
                     "-m",
                     "starter",
+                    *flags,
                     "watch",
                     handle.id,
                     cwd=REPO,
@@ -61,23 +71,29 @@ async def test_watch_prints_tokens_before_the_model_call_finishes(client, task_q
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
                 )
-                assert proc.stdout is not None
-                seen = b""
-                log_when_first_seen = None
                 try:
-                    async with asyncio.timeout(60):
-                        while b"finished:" not in seen:
-                            chunk = await proc.stdout.read(64)
-                            if not chunk:
-                                break
-                            seen += chunk
-                            if log_when_first_seen is None and b"tick" in seen:
-                                log_when_first_seen = await events(handle)
-                        await proc.wait()
+                    yield handle, proc
                 finally:
                     if proc.returncode is None:
                         proc.kill()
                         await proc.wait()
+
+
+async def test_watch_prints_tokens_before_the_model_call_finishes(client, task_queue, tmp_path):
+    slow = Slow(chunks=CHUNKS, delay=0.1, piece="tick ")
+    async with watching(client, task_queue, tmp_path, [slow]) as (handle, proc):
+        assert proc.stdout is not None
+        seen = b""
+        log_when_first_seen = None
+        async with asyncio.timeout(60):
+            while b"finished:" not in seen:
+                chunk = await proc.stdout.read(64)
+                if not chunk:
+                    break
+                seen += chunk
+                if log_when_first_seen is None and b"tick" in seen:
+                    log_when_first_seen = await events(handle)
+            await proc.wait()
     output = seen.decode()
     assert log_when_first_seen is not None, output
     # The first words were printed while the model was still answering: the round's durable
