@@ -321,8 +321,6 @@ class AgentWorkflow:
         self._conversation.flush_held()
         return past_limit
 
-    # ------------------------------------------------------------ waiting
-
     # ----------------------------------------------------------- handlers
 
     @workflow.signal(dynamic=True)
