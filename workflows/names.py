@@ -17,6 +17,12 @@ SIGNAL_MODEL_UNREACHABLE = "model_unreachable"
 # Updates
 UPDATE_SUBMIT_APPROVAL = "submit_approval"
 UPDATE_SET_APPROVAL_POLICY = "set_approval_policy"
+UPDATE_REOPEN_APPROVAL = "reopen_approval"
+"""Ask again about an expired call: it waits again with a new deadline."""
+UPDATE_SUBMIT_ANSWER = "submit_answer"
+"""A person's answer to a question the model asked with the `ask_user` tool."""
+UPDATE_GRANT_BUDGET = "grant_budget"
+"""More tokens for a run whose token budget ran out, or stop it."""
 
 # Queries
 QUERY_STATUS = "status"
@@ -34,6 +40,9 @@ ACTIVITY_WORKER_POLICY = "worker_policy"
 ACTIVITY_WORKER_SETUP = "worker_setup"
 ACTIVITY_SUMMARIZE = "summarize_conversation"
 ACTIVITY_NOTIFY = "notify"
+ACTIVITY_VERIFY_ANSWER = "verify_answer"
+"""A local activity: checks a signed answer's HMAC with the worker's `AGENT_APPROVER_KEY` (the
+key never enters the workflow; the verdict is recorded in the history, so replay never needs it)."""
 
 # Search attributes: the cluster-wide approval inbox.
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")

@@ -35,6 +35,9 @@ SOUND_SEAMS = "sound-seams-1"
 """The fourth release: authority only from the worker (hand-overs only from a real
 continue-as-new, the worker's setup read at every generation, the hand-over bounded as a whole),
 and nothing failing silently (a session survives a bad turn)."""
+PEOPLE_IN_CHARGE = "people-in-charge-1"
+"""The fifth release: who may approve (approver groups and quorum, signed answers), expiry that
+is not a denial, questions to a person, budgets that ask, and a leaner loop."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ PATCHES = (
           date(2027, 1, 3)),
     Patch(SOUND_SEAMS, "authority only from the worker, sessions survive a bad turn", "0.4",
           date(2027, 1, 4)),
+    Patch(PEOPLE_IN_CHARGE, "approvers, quorum, expiry, questions, budgets, a leaner loop",
+          "0.5", date(2027, 1, 4)),
 )  # fmt: skip
 
 
@@ -159,10 +164,15 @@ class Rules:
         return cls()
 
     @classmethod
+    def sound_seams(cls) -> Rules:
+        """The fourth release (0.4)."""
+        return replace(cls.this_release())
+
+    @classmethod
     def trust_and_time(cls) -> Rules:
         """The third release (0.3)."""
         return replace(
-            cls.this_release(),
+            cls.sound_seams(),
             setup_every_generation=False,
             real_handovers_only=False,
             refuse_cron=False,
@@ -217,8 +227,10 @@ class Rules:
         """Read the patch markers (call once, from the workflow's `__init__`): the same
         `workflow.patched` calls in the same order as every earlier release, so recorded
         histories replay."""
-        if workflow.patched(SOUND_SEAMS):
+        if workflow.patched(PEOPLE_IN_CHARGE):
             return cls.this_release()
+        if workflow.patched(SOUND_SEAMS):
+            return cls.sound_seams()
         if workflow.patched(TRUST_AND_TIME):
             return cls.trust_and_time()
         hardened = workflow.patched(HARDENED)

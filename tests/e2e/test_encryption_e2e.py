@@ -29,7 +29,13 @@ from runtime.connect import data_converter
 from tests.cli.test_starter import Result, seed, starter
 from tests.e2e.test_e2e import Process, clean_env, spawn
 from tests.helpers import status, wait_for_phase, wait_until
-from workflows.versions import APPROVAL_POLICY, HARDENED, SOUND_SEAMS, TRUST_AND_TIME
+from workflows.versions import (
+    APPROVAL_POLICY,
+    HARDENED,
+    PEOPLE_IN_CHARGE,
+    SOUND_SEAMS,
+    TRUST_AND_TIME,
+)
 
 TEMPORAL = str(Path(sys.executable).parent / "temporal")
 PROMPT = "Please delete the logs folder"
@@ -227,9 +233,13 @@ async def test_an_encrypted_run_and_what_the_cli_shows(site: Site) -> None:
             elif ".markerRecordedEventAttributes." in where:
                 # The SDK's core writes a patch marker itself: the patch id, nothing of the run.
                 patch = json.loads(base64.b64decode(payload["data"]))
-                assert patch["id"] in (HARDENED, APPROVAL_POLICY, TRUST_AND_TIME, SOUND_SEAMS), (
-                    where
-                )
+                assert patch["id"] in (
+                    HARDENED,
+                    APPROVAL_POLICY,
+                    TRUST_AND_TIME,
+                    SOUND_SEAMS,
+                    PEOPLE_IN_CHARGE,
+                ), where
             else:
                 assert meta(payload, "encoding") == ENCODING.decode(), where
                 assert meta(payload, KEY_ID_METADATA) == "default", where
