@@ -13,6 +13,8 @@ listed words; a number is positive; a URL has its scheme. An empty or blank valu
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import re
 import urllib.parse
@@ -173,6 +175,28 @@ def _endpoint_url(raw: object) -> str:
     text = str(raw).strip()
     if not http_url(text):
         raise ValueError(f"must be an http:// or https:// URL, got {redact_url(text)[:200]!r}")
+    return text
+
+
+APPROVER_KEY_BYTES = 32
+
+
+def approver_key_bytes(text: str) -> bytes | None:
+    """`AGENT_APPROVER_KEY`'s 32 bytes, or None when the text is not 32 bytes in base64."""
+    try:
+        key = base64.b64decode(text.strip(), validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return key if len(key) == APPROVER_KEY_BYTES else None
+
+
+def _approver_key(raw: object) -> str:
+    text = str(raw).strip()
+    if approver_key_bytes(text) is None:
+        raise ValueError(
+            f"must be {APPROVER_KEY_BYTES} random bytes in base64 (e.g. `openssl rand -base64"
+            f" {APPROVER_KEY_BYTES}`); the value given is not (not shown)"
+        )
     return text
 
 
@@ -628,6 +652,15 @@ class Environment(BaseSettings):
         "signs the session cookies; set it to keep sessions across restarts",
         shown="*(random per start)*",
         used_by="web",
+        secret=True,
+    )
+    approver_key: Annotated[str | None, BeforeValidator(_approver_key)] = setting(
+        "AGENT_APPROVER_KEY",
+        None,
+        "32 random bytes in base64, shared by the web app, `starter` and every worker: answers"
+        " are signed with it and a worker refuses one whose signature does not verify",
+        shown="*(none: answers unsigned)*",
+        used_by="all",
         secret=True,
     )
 

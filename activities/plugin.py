@@ -24,12 +24,14 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import Any, TypedDict
 
+from temporalio.activity import _Definition
 from temporalio.client import Client, ClientConfig
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig
 
 from activities.agent_activities import AgentActivities
+from activities.approver_key import AnswerVerifier, ApproverKey
 from activities.policy_file import POLICY_FILE_ENV, load_policy_file
 from activities.settings import Settings
 from activities.tools import Tool, ToolRegistry, build_default_registry
@@ -46,6 +48,7 @@ from runtime.codec import EncryptionCodec
 from runtime.connect import data_converter, task_queue
 from runtime.decryption_log import log_decryption_failures_once
 from runtime.tracing import WORKER_SERVICE, install_tracing
+from workflows import names
 from workflows.agent import AgentWorkflow
 from workflows.converter import AgentPayloadConverter
 from workflows.notifications import AgentNotification
@@ -59,6 +62,12 @@ GRACEFUL_SHUTDOWN_SECONDS = 10.0
 class HeartbeatTuning(TypedDict):
     max_heartbeat_throttle_interval: timedelta
     default_heartbeat_throttle_interval: timedelta
+
+
+def _activity_name(fn: Callable[..., Any]) -> str | None:
+    """The name an activity function is registered under (None: not an activity)."""
+    defn = _Definition.from_callable(fn)
+    return None if defn is None else defn.name
 
 
 def heartbeat_tuning() -> HeartbeatTuning:
@@ -256,11 +265,24 @@ class AgentPlugin(SimplePlugin):
         """A worker's activities with the agent's appended: the given stand-ins, or one
         `AgentActivities` per worker over the plugin's tools (closed by `aclose()`)."""
         if self._given_activities is not None:
-            return [*(existing or []), *self._given_activities]
+            given = [*(existing or []), *self._given_activities]
+            return [*given, *self._verifier(given)]
         assert self._catalog is not None and self._settings is not None
         acts = AgentActivities(None, self._settings, self._catalog.registry, policy=self._policy)
         self._agent_activities.append(acts)
-        return [*(existing or []), *acts.all()]
+        return [*(existing or []), *acts.all(), *self._verifier(existing or [])]
+
+    def _verifier(self, given: Sequence[Callable[..., Any]]) -> list[Callable[..., Any]]:
+        """`verify_answer` over the worker's `AGENT_APPROVER_KEY` (unless a stand-in of that
+        name is given): the workflow checks each signed answer with it, as a local activity."""
+        if any(_activity_name(fn) == names.ACTIVITY_VERIFY_ANSWER for fn in given):
+            return []
+        if self._settings is not None:
+            key = self._settings.approver_key
+            verifier = AnswerVerifier(None if key is None else ApproverKey(key))
+        else:
+            verifier = AnswerVerifier(ApproverKey.from_env())
+        return [verifier.verify_answer]
 
     def configure_client(self, config: ClientConfig) -> ClientConfig:
         config = super().configure_client(config)

@@ -22,6 +22,7 @@ from activities.environment import (
     Environment,
     NotifyFormat,
     api_key_problem,
+    approver_key_bytes,
     shown_notify_url,
 )
 from activities.text_calls import TextCallMode
@@ -174,6 +175,9 @@ class Settings:
     trace_content: bool = False
     """`AGENT_TRACE_CONTENT=true`: the model-call and tool-call spans carry the messages, the
     arguments and the results (default: names, sizes and outcomes only)."""
+    approver_key: bytes | None = field(default=None, repr=False)
+    """`AGENT_APPROVER_KEY`'s 32 bytes: the worker checks signed answers with it
+    (`verify_answer`) and re-checks the votes of a call under an approver rule before it runs."""
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -233,6 +237,7 @@ class Settings:
             ),
             inbox_url=given.inbox_url,
             trace_content=given.trace_content,
+            approver_key=approver_key_bytes(given.approver_key) if given.approver_key else None,
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:

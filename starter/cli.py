@@ -226,6 +226,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_user.add_argument(
         "--token", action="store_true", help="also make an API token; printed alone, last"
     )
+    add_user.add_argument(
+        "--group",
+        action="append",
+        metavar="G",
+        help="a group the user is in (repeatable; sets them all: approver rules name groups);"
+        " without it a replaced user keeps their groups",
+    )
     return parser
 
 
@@ -260,7 +267,7 @@ async def amain(argv: Sequence[str] | None = None) -> int:
     if args.command == "web" and args.web_command == "add-user":
         from starter.web.server import cmd_add_user
 
-        return cmd_add_user(args.name, args.token)
+        return cmd_add_user(args.name, args.token, args.group)
     try:
         data_converter()
     except SettingError as err:  # a key or a payload store that cannot be used: say which variable

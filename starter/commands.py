@@ -19,6 +19,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.approver_key import ApproverKey
 from runtime.connect import task_queue
 from starter.audit_table import audit_lines
 from starter.errors import (
@@ -53,6 +54,8 @@ from starter.render import (
     rule_line,
     visible,
 )
+from starter.signed_answer import as_sent, groups_in_users_file
+from starter.web.auth import UsersFileError
 from workflows import names
 from workflows.arguments import arguments_digest
 from workflows.model import (
@@ -274,6 +277,8 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
         digest = arguments_digest(shown.arguments)
     if args.run_id is not None:  # Temporal itself refuses it for a run started since
         handle = AgentHandle(ctx.client, args.workflow_id, first_execution_run_id=args.run_id)
+    key = ApproverKey.from_env()
+    approver = signing_approver(args.approver) if key is not None else None
     try:
         response = ToolApprovalResponse(
             run_id=run_id,
@@ -281,12 +286,18 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
             call_id=args.call_id,
             approved=approved,
             reason=None if approved else args.reason,
-            approver=args.approver or default_approver(),
+            approver=approver or args.approver or default_approver(),
             remember=bool(args.remember),
             arguments=arguments,
         )
     except ValidationError as err:
         raise CliError(pin_error(err)) from None
+    if key is not None and approver is not None:  # signed as the OS user, with their groups
+        try:
+            groups = groups_in_users_file(approver)
+        except UsersFileError as err:
+            raise CliError(f"AGENT_WEB_USERS_FILE: {err}", code=EXIT_USAGE) from None
+        response = await as_sent(handle, response, key=key, approver=approver, groups=groups)
     try:
         remaining = await handle.answer(response)
     except AnswerNotDelivered as err:
@@ -315,6 +326,19 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
     left = ", ".join(c.id for c in remaining) or "none"
     ctx.out.line(f"{args.call_id} {verdict} by {response.approver}; still pending: {left}")
     return EXIT_OK
+
+
+def signing_approver(given: str | None) -> str:
+    """Who signs: the operating-system user (with AGENT_APPROVER_KEY an answer names no one
+    else, so `--approver` may only name that user)."""
+    user = default_approver()
+    if given is not None and given != user:
+        raise CliError(
+            f"--approver {visible(given)}: with AGENT_APPROVER_KEY answers are signed as the"
+            f" operating-system user ({user}); leave --approver out",
+            code=EXIT_USAGE,
+        )
+    return user
 
 
 def pin_error(err: ValidationError) -> str:

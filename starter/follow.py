@@ -25,12 +25,15 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
+from activities.approver_key import ApproverKey
 from runtime.shown_commands import starter_command
 from starter.errors import refusal
 from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
 from starter.output import Output
 from starter.render import call_text, pin_hint, visible
+from starter.signed_answer import as_sent, groups_in_users_file
 from starter.watch import Ended, Quiet, Restart, Text, watch
+from starter.web.auth import UsersFileError
 from workflows.arguments import arguments_digest
 from workflows.model import (
     AwaitingApprovalEvent,
@@ -233,7 +236,8 @@ def interactive_approvals(
     """Ask a person at the terminal about each pending call; answers go through the
     `submit_approval` update, so a refusal comes back and is shown. Each answer names the run
     and the arguments the person was shown."""
-    who = approver or default_approver()
+    key = ApproverKey.from_env()
+    who = default_approver() if key is not None else approver or default_approver()
 
     async def decide(raw: WorkflowHandle[Any, Any], calls: list[ToolCall]) -> None:
         handle = AgentHandle(client, raw.id)
@@ -265,7 +269,12 @@ def interactive_approvals(
                 remember=choice in {"a", "always"},
             )
             try:
+                if key is not None:  # signed as the OS user, with their groups
+                    groups = groups_in_users_file(who)
+                    response = await as_sent(handle, response, key=key, approver=who, groups=groups)
                 await handle.answer(response)
+            except UsersFileError as err:
+                out.info(f"  not sent: AGENT_WEB_USERS_FILE: {visible(str(err))}")
             except WorkflowUpdateFailedError as err:
                 out.info(f"  not accepted: {visible(refusal(err))}")
             except AnswerNotDelivered as err:

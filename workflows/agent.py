@@ -12,7 +12,8 @@ messages (`conversation`), the answers and the rules' decisions (`approvals`), a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, NoReturn
 
 from temporalio import workflow
@@ -71,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
         START_ROLE,
         was_sealed,
     )
+    from workflows.signed_answers import SignedAnswers
     from workflows.state import (
         bounded_handover,
         handed_over,
@@ -119,6 +121,13 @@ class AgentWorkflow:
             warn=self._warn,
             now=workflow.now,
             after_answer=self._show_waiting,
+        )
+        self._signed = SignedAnswers(
+            self._approvals,
+            self._conversation,
+            enabled=rules.verify_signed_answers,
+            workflow_id=info.workflow_id,
+            run_id=info.first_execution_run_id,
         )
         self._compactor = Compactor(
             self._state,
@@ -182,6 +191,7 @@ class AgentWorkflow:
             if self._refused is not None:
                 await self._refuse(self._refused)
             result = await self._prepare() or await self._loop()
+            await self._handlers_done()
             await self._notifier.finished(result.finish_reason, result.error)
             await self._live.close()
             return result
@@ -324,10 +334,10 @@ class AgentWorkflow:
     # ----------------------------------------------------------- handlers
 
     @workflow.signal(dynamic=True)
-    def on_signal(self, name: str, args: Sequence[RawValue]) -> None:
+    async def on_signal(self, name: str, args: Sequence[RawValue]) -> None:
         """All signals come in raw, so a payload that does not decode or validate becomes a
         `warning` event instead of being dropped by the SDK with only a log line."""
-        handlers: dict[str, Callable[[object], None]] = {
+        handlers: dict[str, Callable[[object], Awaitable[None] | None]] = {
             names.SIGNAL_TOOL_APPROVAL: self._on_tool_approval,
             names.SIGNAL_CANCEL: self._on_cancel,
             names.SIGNAL_SEND_MESSAGE: self._on_send_message,
@@ -341,16 +351,29 @@ class AgentWorkflow:
         if error is not None:
             self._warn(f"{name}: {error}; signal ignored")
             return
-        handler(payload)
+        handled = handler(payload)
+        if inspect.isawaitable(handled):
+            await handled  # a signed answer: checked by the worker first
 
-    def _on_tool_approval(self, payload: object) -> None:
+    def _on_tool_approval(self, payload: object) -> Awaitable[None] | None:
         taken = self._approvals.receive(payload, finished=self._finished)
         if taken.note:
             self._warn(f"{names.SIGNAL_TOOL_APPROVAL}: {taken.note}")
         if taken.response is None:
             self._warn(f"{names.SIGNAL_TOOL_APPROVAL}: {taken.problem}; ignored")
-            return
+            return None
+        if self._signed.signed(taken.response):
+            return self._take_signed(taken.response)
         self._approvals.answer(taken.response)
+        return None
+
+    async def _take_signed(self, response: ToolApprovalResponse) -> None:
+        """A signed answer by signal: taken once the worker verified it, else a warning."""
+        problem = await self._signed.problem(response, lambda: self._finished)
+        if problem is not None:
+            self._warn(f"{names.SIGNAL_TOOL_APPROVAL}: {problem}; ignored")
+            return
+        self._approvals.answer(response)
 
     def _on_cancel(self, payload: object) -> None:
         request = self._accept(names.SIGNAL_CANCEL, parse_cancel(payload))
@@ -394,8 +417,14 @@ class AgentWorkflow:
         self._live.on_publish(payload)
 
     @workflow.update(name=names.UPDATE_SUBMIT_APPROVAL)
-    def submit_approval(self, payload: RawValue) -> list[ToolCall]:
-        self._approvals.answer(self._validated_approval(payload))
+    async def submit_approval(self, payload: RawValue) -> list[ToolCall]:
+        response = self._validated_approval(payload)
+        if self._signed.signed(response):  # checked by the worker first
+            problem = await self._signed.problem(response, lambda: self._finished)
+            if problem is not None:
+                self._warn(f"{names.UPDATE_SUBMIT_APPROVAL}: {problem}")
+                raise ApplicationError(problem, type="InvalidApproval", non_retryable=True)
+        self._approvals.answer(response)
         return self._approvals.waiting()
 
     @submit_approval.validator
@@ -516,10 +545,17 @@ class AgentWorkflow:
     def _should_continue_as_new(self) -> bool:
         return generations.history_full(self._state.options.max_history_events)
 
+    async def _handlers_done(self) -> None:
+        """Signed answers still being checked are taken (or refused) before the run ends or
+        continues (this release's runs; nothing to wait for otherwise)."""
+        if self._rules.verify_signed_answers and not workflow.all_handlers_finished():
+            await workflow.wait_condition(workflow.all_handlers_finished)
+
     async def _continue_as_new(self) -> AgentRunResult | None:
         """Hand the state to the next generation (live followers follow on to it). This
         release's runs measure the whole hand-over first and keep it within its budget; the
         result when the run cannot continue (it ends `error` saying why)."""
+        await self._handlers_done()
         await self._live.close()
         handed = handover(self._state, self._log.carry(), self._live.carried())
         if self._rules.bounded_handover:

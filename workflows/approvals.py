@@ -304,6 +304,9 @@ class Approvals:
             at=self._now(),
             source=source,
             rule=rule,
+            groups=response.groups,
+            signed_at=response.signed_at,
+            signature=response.signature,
         )
         self._record(record, edit, call)
         if response.remember and call is not None:

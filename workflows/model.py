@@ -29,12 +29,34 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
 from workflows.rules import ApprovalPolicy, PolicyRule, WorkerPolicy
+from workflows.signing import SIGNED_AT_PATTERN
+
+MAX_GROUPS = 32
+"""An answer names at most this many groups of its approver."""
+GroupName = Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9._@+-]{1,64}$")]
+"""A group's name: 1-64 of A-Z a-z 0-9 . _ @ + - (as a user's name)."""
+SIGNATURE_PATTERN = r"^[A-Za-z0-9+/]{43}=$"
+"""An HMAC-SHA256 in standard base64."""
 
 Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "max_rounds", "cancelled", "error"]
 Phase = Literal["running", "awaiting_approval", "waiting_for_message", "finished"]
 ApprovalTimeoutPolicy = Literal["cancel", "reject"]
 ApprovalSource = Literal["person", "policy", "timeout", "seed"]
+
+
+SIGNED_FIELDS = ("groups", "signed_at", "signature")
+"""What a signed answer adds to an answer, a record and an `approval` event: left out when unset,
+so an unsigned answer reads as before."""
+
+
+def without_none(data: Any, keys: tuple[str, ...]) -> Any:
+    """A dumped model without these keys where they are None."""
+    if isinstance(data, dict):
+        for key in keys:
+            if data.get(key) is None:
+                data.pop(key, None)
+    return data
 
 
 class ToolCall(BaseModel):
@@ -121,6 +143,22 @@ class ToolApprovalResponse(BaseModel):
     """The hex SHA-256 of the call's arguments as they were shown (the compact JSON text of the
     parsed arguments, `workflows.arguments.arguments_digest`): an answer for a call whose
     arguments changed since is refused."""
+    groups: Annotated[list[GroupName], Field(max_length=MAX_GROUPS)] | None = None
+    """The approver's groups (the users file's): what an approver rule asks of who answers."""
+    signed_at: Annotated[StrictStr, Field(pattern=SIGNED_AT_PATTERN)] | None = None
+    """When the answer was signed (ISO-8601 UTC): with `signature` only."""
+    signature: Annotated[StrictStr, Field(pattern=SIGNATURE_PATTERN)] | None = None
+    """HMAC-SHA256 (base64) under `AGENT_APPROVER_KEY` of the approver, groups, workflow id, run
+    id, call id, `arguments_sha256`, decision and `signed_at` (`workflows.signing`): an answer
+    whose signature does not verify is refused."""
+
+    @model_validator(mode="after")
+    def _signed_whole(self) -> ToolApprovalResponse:
+        if self.signature is not None and (self.signed_at is None or self.approver is None):
+            raise ValueError("a signature needs signed_at and approver")
+        if self.signed_at is not None and self.signature is None:
+            raise ValueError("signed_at is only taken with a signature")
+        return self
 
     @field_validator("arguments", mode="before")
     @classmethod
@@ -139,7 +177,14 @@ class ToolApprovalResponse(BaseModel):
         if isinstance(data, dict):
             if data.get("remember") is False:
                 del data["remember"]
-            for optional in ("arguments", "run_id", "arguments_sha256"):
+            for optional in (
+                "arguments",
+                "run_id",
+                "arguments_sha256",
+                "groups",
+                "signed_at",
+                "signature",
+            ):
                 if data.get(optional) is None:
                     data.pop(optional, None)
         return data
@@ -229,6 +274,16 @@ class ApprovalRecord(BaseModel):
     answer given in the run's input, `tool_approval_responses`)."""
     rule: int | None = None
     """With `source: policy`: the deciding rule's index in the `policy` query's list."""
+    groups: list[str] | None = None
+    """The approver's groups, as the answer named them."""
+    signed_at: str | None = None
+    """A signed answer's time (its signature verified before it was taken)."""
+    signature: str | None = None
+    """A signed answer's signature (`ToolApprovalResponse.signature`), verified when taken."""
+
+    @model_serializer(mode="wrap")
+    def _without_unsigned(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return without_none(handler(self), SIGNED_FIELDS)
 
 
 class AuditEntry(BaseModel):
@@ -316,6 +371,16 @@ class ApprovalEvent(BaseEvent):
     """When the person edited the call: the arguments that ran."""
     original_arguments: Any = None
     """When the person edited the call: the arguments the model gave."""
+    groups: list[str] | None = None
+    """The approver's groups, as the answer named them."""
+    signed_at: str | None = None
+    """A signed answer's time (its signature verified before it was taken)."""
+    signature: str | None = None
+    """A signed answer's signature, verified when taken."""
+
+    @model_serializer(mode="wrap")
+    def _without_unsigned(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return without_none(handler(self), SIGNED_FIELDS)
 
 
 class ToolResultEvent(BaseEvent):

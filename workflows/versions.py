@@ -120,6 +120,9 @@ class Rules:
     """The calls a rule sent to a person are forgotten once their batch ran."""
     audit: bool = True
     """Every decision is recorded for the `audit` query and the memo."""
+    verify_signed_answers: bool = True
+    """A signed answer is taken only once the worker verified its signature (`verify_answer`, a
+    local activity); the run waits for such checks in flight before it ends or continues."""
 
     # ---- repeats, limits and turns
     repeat_limit: bool = True
@@ -166,7 +169,7 @@ class Rules:
     @classmethod
     def sound_seams(cls) -> Rules:
         """The fourth release (0.4)."""
-        return replace(cls.this_release())
+        return replace(cls.this_release(), verify_signed_answers=False)
 
     @classmethod
     def trust_and_time(cls) -> Rules:

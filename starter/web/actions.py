@@ -5,6 +5,7 @@ message. Each returns the HTTP status and the JSON body to answer with."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -12,14 +13,17 @@ from temporalio.client import Client, WorkflowQueryFailedError, WorkflowUpdateFa
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.approver_key import ApproverKey
 from runtime.codec import find_decryption_error
 from starter import handle as agent_handle
 from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
+from starter.signed_answer import as_sent
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
     CancelRequest,
     ChatMessage,
+    ToolApprovalResponse,
     UserMessageInput,
     describe_validation,
 )
@@ -121,15 +125,39 @@ async def start_run(client: Client, queue: str, body: Any) -> Answer:
     return 201, {"workflow_id": workflow_id, "run_id": handle.run_id}
 
 
-async def answer(client: Client, workflow_id: str, body: Any, approver: str) -> Answer:
-    """Answer one call as `approver`; the body may not name the approver itself."""
+SET_BY_SERVER = ("approver", "groups", "signed_at", "signature")
+"""What an answer from the web never names itself: who answers (the signed-in user), their
+groups (the users file's) and the signature (the server's, with AGENT_APPROVER_KEY)."""
+
+
+async def answer(
+    client: Client,
+    workflow_id: str,
+    body: Any,
+    approver: str,
+    *,
+    groups: Sequence[str] = (),
+    key: ApproverKey | None = None,
+) -> Answer:
+    """Answer one call as `approver` of `groups`, signed with `key` when the server holds one;
+    the body may not name the approver, groups or signature itself."""
     if not isinstance(body, dict):
         return 400, {"error": "the body must be a JSON object (a ToolApprovalResponse)"}
-    if "approver" in body:
-        return 400, {"error": "'approver' is set by the server: it is the signed-in user"}
-    payload = {**body, "approver": approver}  # the workflow checks the rest, strictly
+    for name in SET_BY_SERVER:
+        if name in body:
+            return 400, {"error": f"'{name}' is set by the server: it is the signed-in user's"}
     handle = AgentHandle(client, workflow_id, worker_wait=WORKER_WAIT_SECONDS)
+    given: dict[str, Any] = {**body, "approver": approver}
+    if groups:
+        given["groups"] = list(groups)
+    payload: dict[str, Any] | ToolApprovalResponse = given
     try:
+        if key is not None:
+            try:
+                response = ToolApprovalResponse.model_validate(body)
+            except ValidationError as err:
+                return 400, {"error": f"invalid answer: {describe_validation(err)}"}
+            payload = await as_sent(handle, response, key=key, approver=approver, groups=groups)
         remaining = await handle.answer(payload, patience=WORKER_WAIT_SECONDS)
     except Exception as err:
         return _failure(err, workflow_id)

@@ -30,6 +30,7 @@ from starlette.types import ASGIApp
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.approver_key import ApproverKey
 from starter.audit_table import counts_line, dropped_line, tokens_line
 from starter.handle import AgentHandle
 from starter.render import age, audit_arguments, decided_by, event_line, moment
@@ -122,6 +123,8 @@ class WebApp:
         self.run_counts = OpenRunCounts(client)
         self.runs_page_size = RUNS_PAGE_SIZE
         self.throttle = Throttle()
+        self.approver_key = ApproverKey.from_env()
+        """AGENT_APPROVER_KEY: every answer sent from here is signed with it."""
         self.templates = _templates()
 
     # ------------------------------------------------------------ plumbing
@@ -471,7 +474,11 @@ class WebApp:
         if bad is not None:
             return bad
         workflow_id = workflow_id_of(request)
-        code, answer = await actions.answer(self.client, workflow_id, body, who.user)
+        users = self.guard.users
+        groups = users.groups_of(who.user) if users is not None and who.via != "local" else ()
+        code, answer = await actions.answer(
+            self.client, workflow_id, body, who.user, groups=groups, key=self.approver_key
+        )
         self.inbox.poke()
         return JSONResponse(answer, status_code=code)
 

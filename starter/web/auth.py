@@ -1,8 +1,10 @@
 """Who may answer: the users file (salted scrypt hashes and API token digests), signed session
 cookies, CSRF tokens and the slow-down after repeated failed sign-ins.
 
-A line of the users file is `NAME:scrypt$N$r$p$SALT$HASH$TOKEN`: SALT and HASH in base64, TOKEN
-the SHA-256 of the user's API token in hex (`-` when the user has none). The token itself is
+A line of the users file is `NAME:scrypt$N$r$p$SALT$HASH$TOKEN`, or with the user's groups
+`NAME:scrypt$N$r$p$SALT$HASH$TOKEN:GROUP,GROUP`: SALT and HASH in base64, TOKEN the SHA-256 of
+the user's API token in hex (`-` when the user has none). The groups travel with each answer
+the user gives (an approver rule names the groups that may answer). The token itself is
 printed once by `add-user --token` and never stored; it is 32 random bytes, so a fast digest is
 enough, where a password needs the slow scrypt.
 """
@@ -21,7 +23,7 @@ import re
 import secrets
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,6 +89,16 @@ class User:
     name: str
     password_hash: str
     token_sha256: str | None
+    groups: tuple[str, ...] = ()
+
+
+def checked_groups(groups: Iterable[str]) -> tuple[str, ...]:
+    """Group names as the users file keeps them (sorted, each once), or UsersFileError."""
+    kept = sorted(set(groups))
+    for group in kept:
+        if not NAME.fullmatch(group):
+            raise UsersFileError(f"a group name is 1-64 of A-Z a-z 0-9 . _ @ + -, got {group!r}")
+    return tuple(kept)
 
 
 def parse_users(text: str) -> dict[str, User]:
@@ -96,25 +108,44 @@ def parse_users(text: str) -> dict[str, User]:
         if not line or line.startswith("#"):
             continue
         name, sep, rest = line.partition(":")
-        parts = rest.split("$")
+        hashed, has_groups, group_text = rest.partition(":")
+        parts = hashed.split("$")
         if not sep or not NAME.fullmatch(name) or len(parts) != 7 or parts[0] != "scrypt":
-            raise UsersFileError(f"line {number} is not NAME:scrypt$N$r$p$SALT$HASH$TOKEN")
+            raise UsersFileError(
+                f"line {number} is not NAME:scrypt$N$r$p$SALT$HASH$TOKEN[:GROUP,GROUP]"
+            )
+        try:
+            groups = checked_groups(g.strip() for g in group_text.split(",")) if has_groups else ()
+        except UsersFileError as err:
+            raise UsersFileError(f"line {number}: {err}") from None
         token = parts[6]
-        users[name] = User(name, "$".join(parts[:6]), None if token == "-" else token)
+        users[name] = User(name, "$".join(parts[:6]), None if token == "-" else token, groups)
     return users
 
 
 def user_line(user: User) -> str:
-    return f"{user.name}:{user.password_hash}${user.token_sha256 or '-'}"
+    groups = f":{','.join(user.groups)}" if user.groups else ""
+    return f"{user.name}:{user.password_hash}${user.token_sha256 or '-'}{groups}"
 
 
-def add_user(path: Path, name: str, password: str, *, with_token: bool) -> str | None:
-    """Add or replace `name` in the users file; returns the new API token when asked for one."""
+def add_user(
+    path: Path,
+    name: str,
+    password: str,
+    *,
+    with_token: bool,
+    groups: Sequence[str] | None = None,
+) -> str | None:
+    """Add or replace `name` in the users file; returns the new API token when asked for one.
+    `groups` sets the user's groups; None keeps those a replaced user had."""
     if not NAME.fullmatch(name):
         raise UsersFileError(f"a user name is 1-64 of A-Z a-z 0-9 . _ @ + -, got {name!r}")
     users = parse_users(path.read_text()) if path.exists() else {}
+    kept = users[name].groups if name in users else ()
+    chosen = kept if groups is None else checked_groups(groups)
     token = secrets.token_urlsafe(32) if with_token else None
-    users[name] = User(name, hash_password(password), token_digest(token) if token else None)
+    digest = token_digest(token) if token else None
+    users[name] = User(name, hash_password(password), digest, chosen)
     text = "".join(user_line(u) + "\n" for u in users.values())
     temporary = path.with_name(path.name + ".tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -149,6 +180,11 @@ class UsersFile:
         except UsersFileError:
             pass  # keep the last good list while the file is being replaced
         return self._users
+
+    def groups_of(self, name: str) -> tuple[str, ...]:
+        """A user's groups (none for a name the file does not hold)."""
+        user = self.users().get(name)
+        return () if user is None else user.groups
 
     def by_token(self, token: str) -> User | None:
         digest = token_digest(token)

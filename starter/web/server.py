@@ -28,6 +28,7 @@ from starter.web.auth import (
     UsersFile,
     UsersFileError,
     add_user,
+    checked_groups,
 )
 from starter.web.security import Guard
 
@@ -111,10 +112,15 @@ def read_password() -> str | None:
     return line.rstrip("\r\n")
 
 
-def cmd_add_user(name: str, with_token: bool) -> int:
+def cmd_add_user(name: str, with_token: bool, groups: list[str] | None = None) -> int:
     path = Environment.read().web_users_file
     if not path:
         print(f"error: set {ENV_USERS_FILE} to the users file to write", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        checked_groups(groups or [])  # a bad group name is refused before the password is asked
+    except UsersFileError as err:
+        print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
     password = read_password()
     if password is None:
@@ -123,11 +129,14 @@ def cmd_add_user(name: str, with_token: bool) -> int:
         print("error: an empty password is not allowed", file=sys.stderr)
         return EXIT_USAGE
     try:
-        token = add_user(Path(path), name, password, with_token=with_token)
+        token = add_user(Path(path), name, password, with_token=with_token, groups=groups)
     except (UsersFileError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_USAGE
-    print(f"user {name} written to {path}", file=sys.stderr if token else sys.stdout)
+    written = f"user {name} written to {path}"
+    if groups:
+        written += f" (groups: {', '.join(checked_groups(groups))})"
+    print(written, file=sys.stderr if token else sys.stdout)
     if token:
         print(token, flush=True)
     return EXIT_OK

@@ -38,6 +38,7 @@ async def test_a_worker_gets_the_workflow_the_activities_and_the_heartbeat_tunin
         names.ACTIVITY_SUMMARIZE,
         names.ACTIVITY_EXECUTE_TOOL,
         names.ACTIVITY_NOTIFY,
+        names.ACTIVITY_VERIFY_ANSWER,
     ]
     for key, value in heartbeat_tuning().items():
         assert config[key] == value  # type: ignore[literal-required]

@@ -1,0 +1,56 @@
+"""An answer as the web app and `starter approve|reject` send it: with the approver's groups, and
+signed when this program holds `AGENT_APPROVER_KEY` (`activities.approver_key`), bound to the
+run and the call's arguments that were shown (read from the run when the answer does not say)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from activities.approver_key import ApproverKey, sign_answer
+from activities.environment import Environment
+from starter.handle import AgentHandle
+from starter.web.auth import UsersFile
+from workflows.arguments import arguments_digest
+from workflows.model import ToolApprovalResponse
+
+
+async def as_sent(
+    handle: AgentHandle,
+    response: ToolApprovalResponse,
+    *,
+    key: ApproverKey | None,
+    approver: str,
+    groups: Sequence[str],
+) -> ToolApprovalResponse:
+    """`response` as `approver` of `groups` sends it: signed with `key` when there is one. An
+    answer for a call that is not waiting goes unsigned (the run refuses it, saying why)."""
+    response = response.model_copy(update={"approver": approver, "groups": list(groups) or None})
+    if key is None:
+        return response
+    run_id, digest = response.run_id, response.arguments_sha256
+    if run_id is None or digest is None:
+        status = await handle.status()
+        call = next((c for c in status.pending_approvals if c.id == response.call_id), None)
+        if call is None:
+            return response
+        run_id = run_id or await handle.first_run_id(status)
+        digest = digest or arguments_digest(call.arguments)
+    if run_id is None:
+        return response
+    return sign_answer(
+        key,
+        response,
+        workflow_id=handle.id,
+        run_id=run_id,
+        arguments_sha256=digest,
+        approver=approver,
+        groups=groups,
+    )
+
+
+def groups_in_users_file(user: str) -> tuple[str, ...]:
+    """The user's groups in AGENT_WEB_USERS_FILE (none without the file, or not in it); a file
+    that cannot be read raises UsersFileError."""
+    path = Environment.read().web_users_file
+    return UsersFile(Path(path)).groups_of(user) if path else ()

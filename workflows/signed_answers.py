@@ -1,0 +1,95 @@
+"""Signed answers in the workflow: each one is checked by the worker before it is taken.
+
+The workflow never holds `AGENT_APPROVER_KEY`. For an answer that carries a signature it builds
+what was signed from what it knows itself (its workflow id, the first run id of its chain, the
+waiting call's id and the digest of that call's arguments, never what the answer claims about
+them) and asks the `verify_answer` local activity; the verdict is recorded in the history, so a
+replay (or a rotated key) never changes the decision. A forged answer, or a signed answer copied
+to another call, run or set of arguments, is refused with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError
+
+from workflows import bounds, names
+from workflows.approvals import Approvals
+from workflows.arguments import arguments_digest
+from workflows.conversation import Conversation
+from workflows.model import ToolApprovalResponse, ToolCall
+from workflows.shown import shorten
+from workflows.signing import VerifyRequest, VerifyVerdict, decision_of
+
+VERIFY_TIMEOUT = timedelta(seconds=10)
+"""One check: an HMAC over a few hundred bytes, in the worker's own process."""
+VERIFY_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
+
+
+def verify_request(
+    response: ToolApprovalResponse, call: ToolCall, *, workflow_id: str, run_id: str
+) -> VerifyRequest:
+    """What the answer's signature must cover, as this run knows it."""
+    return VerifyRequest(
+        approver=response.approver or "",
+        groups=list(response.groups or []),
+        workflow_id=workflow_id,
+        run_id=run_id,
+        call_id=call.id,
+        arguments_sha256=arguments_digest(call.arguments),
+        decision=decision_of(response.approved),
+        signed_at=response.signed_at or "",
+        signature=response.signature or "",
+    )
+
+
+class SignedAnswers:
+    """The check of a signed answer (this release's runs: `Rules.verify_signed_answers`)."""
+
+    def __init__(
+        self,
+        approvals: Approvals,
+        conversation: Conversation,
+        *,
+        enabled: bool,
+        workflow_id: str,
+        run_id: str,
+    ) -> None:
+        self._approvals = approvals
+        self._conversation = conversation
+        self._enabled = enabled
+        self._workflow_id = workflow_id
+        self._run_id = run_id
+
+    def signed(self, response: ToolApprovalResponse) -> bool:
+        """Whether this answer must be verified before it is taken."""
+        return self._enabled and response.signature is not None
+
+    async def problem(
+        self, response: ToolApprovalResponse, finished: Callable[[], bool]
+    ) -> str | None:
+        """Why a signed answer (already taken through `Approvals.receive`) is refused, or None:
+        its signature verifies and, after the check, the call still waits for it."""
+        shown = shorten(response.call_id, bounds.ECHO_CHARS)
+        call = self._conversation.pending_call(response.call_id)
+        if call is None:
+            return f"call '{shown}' is not waiting for an answer"
+        request = verify_request(response, call, workflow_id=self._workflow_id, run_id=self._run_id)
+        try:
+            verdict = await workflow.execute_local_activity(
+                names.ACTIVITY_VERIFY_ANSWER,
+                request,
+                result_type=VerifyVerdict,
+                start_to_close_timeout=VERIFY_TIMEOUT,
+                retry_policy=VERIFY_RETRY,
+            )
+        except ActivityError as err:
+            cause = err.cause if err.cause is not None else err
+            return f"the answer for call '{shown}' could not be checked: {cause}"
+        if not verdict.valid:
+            return f"the answer for call '{shown}' is refused: {verdict.problem}"
+        return self._approvals.receive(response, finished=finished()).problem
