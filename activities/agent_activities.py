@@ -146,6 +146,7 @@ class AgentActivities:
             conversation_bytes=self._settings.conversation_bytes,
             payload_store=self._settings.payload_store,
             notify=self._notifier.enabled,
+            ask_user=self._settings.ask_user,
         )
 
     # -------------------------------------------------------------- call_llm
@@ -177,6 +178,8 @@ class AgentActivities:
                 await self._conversation(request), self._settings.system_prompt
             )
             specs = [s for s in self._registry.specs() if s.name in request.tools]
+            mine = {s.name for s in specs}
+            specs += [s for s in request.offered if s.name not in mine]  # the workflow's own
             observed.sending(messages, len(specs))
             if self._llm is None:
                 # Instant: its text reaches live followers with the round's `text_delta` event.

@@ -556,6 +556,14 @@ class Environment(BaseSettings):
         " `AGENT_INBOX_URL/runs/ID`",
         shown="*(none: `url` is null)*",
     )
+    ask_user: Switch = setting(
+        "AGENT_ASK_USER",
+        False,
+        "offer the model the `ask_user` tool (a question that waits for a person's answer) in"
+        " runs that do not set `options.ask_user`"
+        " ([questions](docs/approval-policy.md#questions))",
+        shown="`false`",
+    )
     task_queue: str | None = setting(
         "AGENT_TASK_QUEUE",
         None,

@@ -26,7 +26,9 @@ SLACK_ARGUMENTS_CHARS = 300
 """The most characters of the arguments in a Slack line (the inbox shows them whole)."""
 SLACK_TEXT_CHARS = 200
 """The most characters of an id, a tool's name or an error in a Slack line."""
-CALL_EVENTS = ("approval_waiting", "approval_reminder")
+CALL_EVENTS = ("approval_waiting", "approval_reminder", "question_waiting")
+"""Events about one call; `question_waiting` is a question the model asked (`ask_user`), its
+question and options as the call's arguments."""
 
 _FINISHED = {
     "stop": "finished",
@@ -121,6 +123,13 @@ def slack_text(request: NotifyRequest, *, link: str | None, include_content: boo
     answer to the call (`starter approve --run-id R --sha256 D`; the digest only with the
     arguments it is of)."""
     run = _slack_run(request, link)
+    if request.event == "question_waiting":
+        call = slack_code(request.call_id or "?")
+        asked = ""
+        if include_content and isinstance(request.arguments, dict):
+            question = str(request.arguments.get("question") or "")
+            asked = f": {slack_escape(shorten(question, SLACK_ARGUMENTS_CHARS, ELLIPSIS))}"
+        return f":question: A question waits for an answer in run {run} (call {call}){asked}"
     if request.event in CALL_EVENTS:
         tool = slack_code(request.tool or "?")
         pin = f"call {slack_code(request.call_id or '?')}, run id {slack_code(request.run_id)}"

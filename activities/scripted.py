@@ -8,6 +8,8 @@ It only looks at the conversation since the last user message:
   - "run: <command>" or "run `<command>`" → `run_command {"command": …}`;
   - "delete X" / "remove X" → `list_dir {"path": "."}` first (then `delete_path` if X is there);
   - "read X" → `read_file {"path": X}`; "list" / "ls" → `list_dir {"path": "."}`;
+  - "ask me: QUESTION (options: A, B)" → `ask_user` (options optional; "(any of: A, B)" lets
+    the person choose several), when the run offers it;
   - anything else → a short text saying what it is and what it can do;
 - after tool results: a rejection (`Rejected: …`) is acknowledged with its reason, a result is
   summarised, an error envelope is reported.
@@ -47,12 +49,14 @@ _DELETE = re.compile(
 )
 _READ = re.compile(r"\b(?:read|cat)\s+(?:the\s+)?(?:file\s+)?(?P<path>\S+)", re.IGNORECASE)
 _LIST = re.compile(r"\b(?:list|ls)\b", re.IGNORECASE)
+_ASK = re.compile(r"\bask\s+me\s*:\s*(?P<question>.+)", re.IGNORECASE | re.DOTALL)
+_CHOICES = re.compile(r"\((?P<kind>options|any of)\s*:\s*(?P<options>[^)]*)\)\s*$", re.IGNORECASE)
 _STRIP = "'\"`“”‘’.,;:!?()[]{}<>"
 
 
 @dataclass(frozen=True)
 class Intent:
-    kind: str  # "run", "delete", "read", "list" or "help"
+    kind: str  # "ask", "run", "delete", "read", "list" or "help"
     argument: str = ""
 
 
@@ -63,6 +67,9 @@ def clean_path(token: str) -> str:
 
 
 def parse_intent(text: str) -> Intent:
+    match = _ASK.search(text)
+    if match and match.group("question").strip():
+        return Intent("ask", match.group("question").strip())
     for pattern in (_RUN_COLON, _RUN_TICKS):
         match = pattern.search(text)
         if match and match.group("command").strip():
@@ -162,6 +169,14 @@ def _summarise(call: ToolCall, content: str) -> str:
     envelope = _envelope(content)
     if envelope is None:
         return f"The {call.name} tool did not run: {_preview(content, 200)}"
+    if call.name == "ask_user":
+        data = envelope.get("data")
+        answer = data.get("answer") if isinstance(data, dict) else None
+        if not envelope.get("ok") or answer is None:
+            return f"I got no answer: {envelope.get('error')}"
+        if isinstance(answer, list):
+            return "You chose: " + ", ".join(str(a) for a in answer) + "."
+        return f"You answered: {_preview(str(answer), 200)}"
     if not envelope.get("ok"):
         return f"The {call.name} tool failed: {envelope.get('error')}"
     data = envelope.get("data")
@@ -236,7 +251,21 @@ def scripted_reply(messages: list[ChatMessage], tool_names: list[str]) -> LlmRes
     return reply.text("\n".join(_summarise(call, results[call.id]) for call in calls))
 
 
+def ask_arguments(text: str) -> dict[str, Any]:
+    """`QUESTION (options: A, B)` as the arguments of an `ask_user` call."""
+    match = _CHOICES.search(text)
+    if match is None:
+        return {"question": text}
+    options = [o.strip() for o in match.group("options").split(",") if o.strip()]
+    arguments: dict[str, Any] = {"question": text[: match.start()].strip(), "options": options}
+    if match.group("kind").lower() == "any of":
+        arguments["multiple"] = True
+    return arguments
+
+
 def _start(reply: _Reply, intent: Intent) -> LlmResponse:
+    if intent.kind == "ask":
+        return reply.call("ask_user", ask_arguments(intent.argument))
     if intent.kind == "run":
         return reply.call("run_command", {"command": intent.argument})
     if intent.kind == "delete":

@@ -178,6 +178,8 @@ class Settings:
     approver_key: bytes | None = field(default=None, repr=False)
     """`AGENT_APPROVER_KEY`'s 32 bytes: the worker checks signed answers with it
     (`verify_answer`) and re-checks the votes of a call under an approver rule before it runs."""
+    ask_user: bool = False
+    """`AGENT_ASK_USER=true`: runs that do not set `options.ask_user` offer the model `ask_user`."""
 
     @property
     def resolved_state_dir(self) -> Path:
@@ -238,6 +240,7 @@ class Settings:
             inbox_url=given.inbox_url,
             trace_content=given.trace_content,
             approver_key=approver_key_bytes(given.approver_key) if given.approver_key else None,
+            ask_user=given.ask_user,
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:

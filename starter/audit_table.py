@@ -4,7 +4,7 @@ Every text goes through `starter.render`, as on the web page."""
 
 from __future__ import annotations
 
-from starter.render import audit_arguments, decided_by, moment, visible
+from starter.render import answer_text, audit_arguments, decided_by, moment, visible
 from workflows.model import AuditView
 
 HEADER = ("#", "at", "call", "tool", "decision", "by", "arguments")
@@ -21,7 +21,8 @@ def counts_line(view: AuditView) -> str:
         f"approved by people {c.approved_by_person}, rejected by people {c.rejected_by_person},"
         f" decided by rules {c.by_rule}, by the approval timeout {c.by_timeout}"
     )
-    return line + (f", with the run's input {c.seeded}" if c.seeded else "")
+    line += f", with the run's input {c.seeded}" if c.seeded else ""
+    return line + (f", questions answered {c.questions_answered}" if c.questions_answered else "")
 
 
 def tokens_line(view: AuditView) -> str:
@@ -48,12 +49,16 @@ def audit_lines(workflow_id: str, view: AuditView, run_id: str | None = None) ->
     rows: list[tuple[tuple[str, ...], str | None]] = []
     for number, entry in enumerate(view.decisions, start=view.dropped + 1):
         arguments = audit_arguments(entry.arguments) + (" (edited)" if entry.edited else "")
+        decision = "approved" if entry.approved else "rejected"
+        if entry.answer is not None or entry.tool == "ask_user":
+            decision = "answered" if entry.answer is not None else "unanswered"
+            arguments += f" answer: {answer_text(entry.answer)}"
         cells = (
             str(number),
             moment(entry.at),
             visible(entry.call_id),
             visible(entry.tool),
-            "approved" if entry.approved else "rejected",
+            decision,
             decided_by(entry),
             arguments,
         )

@@ -120,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="what a timed-out approval does (default cancel)",
     )
     run.add_argument("--keep-alive", action="store_true", help="a session: wait for more messages")
+    run.add_argument(
+        "--ask-user",
+        action="store_true",
+        help="offer the model the ask_user tool: questions that wait for a person's answer",
+    )
     run.add_argument("--tools", metavar="A,B", help="allow only these tools")
     run.add_argument(
         "--approval-required", metavar="A,B", help="also require approval for these tools"
@@ -158,6 +163,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--remember", action="store_true", help="and always deny this tool in this run"
     )
     _pin_arguments(reject)
+
+    answer = sub.add_parser(
+        "answer", parents=[common], help="answer a question the model asked (ask_user)"
+    )
+    answer.add_argument("workflow_id")
+    answer.add_argument("call_id")
+    answer.add_argument(
+        "text",
+        nargs="+",
+        help="the answer; for a question that takes several options, one option per TEXT"
+        " (otherwise the TEXTs are joined with spaces)",
+    )
+    answer.add_argument("--approver", help="who answers (default: your OS user)")
 
     policy = sub.add_parser("policy", parents=[common], help="a run's effective approval rules")
     policy.add_argument("workflow_id")
@@ -240,6 +258,7 @@ COMMANDS: dict[str, Command] = {
     "run": commands.cmd_run,
     "approve": commands.cmd_approve,
     "reject": commands.cmd_reject,
+    "answer": commands.cmd_answer,
     "cancel": commands.cmd_cancel,
     "say": commands.cmd_say,
     "watch": commands.cmd_watch,

@@ -46,11 +46,13 @@ from starter.output import Output
 from starter.policy_args import load_policy, run_policy
 from starter.render import (
     age,
+    answer_text,
     arguments_display,
     call_text,
     event_line,
     message_lines,
     pin_hint,
+    question_text,
     rule_line,
     visible,
 )
@@ -63,6 +65,7 @@ from workflows.model import (
     AgentRunOptions,
     CancelRequest,
     ChatMessage,
+    QuestionAnswer,
     ToolApprovalResponse,
     ToolCall,
 )
@@ -180,6 +183,8 @@ async def cmd_run(ctx: Ctx, args: argparse.Namespace) -> int:
         "keep_alive": args.keep_alive,
         "on_approval_timeout": args.on_approval_timeout,
     }
+    if args.ask_user:
+        options["ask_user"] = True
     if args.max_rounds is not None:
         options["max_rounds"] = args.max_rounds
     if args.approval_timeout is not None:
@@ -357,6 +362,50 @@ async def cmd_reject(ctx: Ctx, args: argparse.Namespace) -> int:
     return await _answer(ctx, args, approved=False)
 
 
+async def cmd_answer(ctx: Ctx, args: argparse.Namespace) -> int:
+    """Answer a question the model asked: one TEXT (the words joined), or for a question that
+    takes several options, one option per TEXT."""
+    handle = await running_handle(ctx, args.workflow_id, f"answer {args.call_id}")
+    status = await handle.status()
+    question = next((q for q in status.pending_questions if q.call_id == args.call_id), None)
+    if question is None:
+        waiting = ", ".join(q.call_id for q in status.pending_questions) or "none"
+        raise CliError(
+            f"call '{visible(args.call_id)}' is not a question waiting for an answer"
+            f" (waiting: {visible(waiting)})",
+            EXIT_USAGE,
+        )
+    given: str | list[str] = list(args.text) if question.multiple else " ".join(args.text)
+    answer = QuestionAnswer(
+        call_id=args.call_id,
+        answer=given,
+        approver=args.approver or default_approver(),
+        run_id=await handle.first_run_id(status),
+    )
+    try:
+        waiting_now = await handle.submit_answer(answer)
+    except AnswerNotDelivered as err:
+        raise not_delivered(args.workflow_id, err) from None
+    except WorkflowUpdateFailedError as err:
+        raise CliError(f"the answer was refused: {refusal(err)}", EXIT_USAGE) from None
+    ctx.out.data(
+        {
+            "workflow_id": args.workflow_id,
+            "call_id": args.call_id,
+            "answer": given,
+            "approver": answer.approver,
+            "still_waiting": [q.model_dump(mode="json") for q in waiting_now],
+        }
+    )
+    left = ", ".join(q.call_id for q in waiting_now) or "none"
+    who = visible(answer.approver or "?")
+    ctx.out.line(
+        f"{visible(args.call_id)} answered {answer_text(given)} by {who};"
+        f" questions still waiting: {visible(left)}"
+    )
+    return EXIT_OK
+
+
 async def cmd_policy(ctx: Ctx, args: argparse.Namespace) -> int:
     """The run's effective approval rules; with `--set FILE`, replace the run's rules first."""
     if args.set is not None:
@@ -484,6 +533,12 @@ async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
                 run.workflow_id, call.id, run.first_run_id, arguments_digest(call.arguments)
             )
             ctx.out.line(f"    {cli_name()} approve|reject {pin}")
+        for question in status.pending_questions:
+            ctx.out.line(f"  question {question_text(question)}")
+            ctx.out.line(
+                f"    {cli_name()} answer {visible(run.workflow_id)} {visible(question.call_id)}"
+                " TEXT"
+            )
         for answer in status.decided:
             verdict = "allowed" if answer.approved else "denied"
             who = f"rule {answer.rule}" if answer.source == "policy" else answer.source
@@ -491,7 +546,7 @@ async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
                 who = f"person {visible(answer.approver)}"
             ctx.out.line(f"  {visible(answer.call_id)} already {verdict} by {who}")
     if not runs:
-        ctx.out.line("no runs are waiting for approval")
+        ctx.out.line("no runs are waiting for approval or an answer")
     else:
         ctx.out.line(
             f"answer: {cli_name()} approve|reject WORKFLOW_ID CALL_ID {PIN_FLAGS}"

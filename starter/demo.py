@@ -15,7 +15,10 @@ five runs and checks each outcome:
 3. "Please delete notes.txt" → waits for approval → the demo cancels the run with a reason →
    `error "Agent run cancelled: changed my mind"`, `finished cancelled`; notes.txt is untouched;
 4. "run: echo hello > hello.txt" → the `echo *` rule never allows a redirect: a person is asked;
-5. "run: echo hello" → the rule decides: nobody is asked.
+5. "run: echo hello" → the rule decides: nobody is asked;
+6. "ask me: Which folder should I clean up next? (options: tmp, logs)" → the model asks a person
+   (`ask_user`) → the receiver gets `question_waiting` → the demo answers `tmp` → the answer is
+   the tool's result, and the model says "You answered: tmp".
 
 Exit code 0 when every check passes, 1 otherwise.
 """
@@ -58,6 +61,8 @@ from workflows.model import (
     ChatMessage,
     ErrorEvent,
     FinishedEvent,
+    QuestionAnswer,
+    QuestionEvent,
     ToolApprovalResponse,
     ToolCall,
 )
@@ -181,6 +186,46 @@ async def play(
     return result, events
 
 
+QUESTION_PROMPT = "ask me: Which folder should I clean up next? (options: tmp, logs)"
+ANSWER = "tmp"
+
+
+async def ask(
+    client: Client, queue: str, out: Output, receiver: DemoReceiver, checks: Checks
+) -> AgentRunResult:
+    """Run 6: the model asks a person (`ask_user`), the demo answers; the answer is the result."""
+    workflow_id = f"demo-{uuid.uuid4().hex[:8]}"
+    out.info("")
+    out.info("== 6. a question: the agent asks a person and goes on with the answer")
+    out.info(f"user: {QUESTION_PROMPT}    (workflow id {workflow_id})")
+
+    async def answer(handle: WorkflowHandle[object, object], question: QuestionEvent) -> None:
+        notice = await receiver.wait_for("question_waiting")
+        out.info(f"  notification received: {told(notice) if notice else '(none arrived)'}")
+        checks.check(
+            notice is not None and notice.get("call_id") == question.call_id,
+            "the question was notified (question_waiting)",
+        )
+        out.info(f"  demo answers {question.call_id}: {ANSWER}")
+        await handle.execute_update(
+            names.UPDATE_SUBMIT_ANSWER,
+            QuestionAnswer(call_id=question.call_id, answer=ANSWER, approver=APPROVER),
+        )
+
+    handle = await client.start_workflow(
+        names.WORKFLOW_TYPE,
+        AgentRunInput(
+            messages=[ChatMessage.user(QUESTION_PROMPT)], options=AgentRunOptions(ask_user=True)
+        ),
+        id=workflow_id,
+        task_queue=queue,
+        result_type=AgentRunResult,
+    )
+    await follow(client, workflow_id, out, on_question=answer)
+    result: AgentRunResult = await handle.result()
+    return result
+
+
 def _last_text(result: AgentRunResult) -> str:
     for message in reversed(result.messages):
         if message.role == "assistant" and message.content:
@@ -301,6 +346,13 @@ async def story(
         "rule 1 (`run_command` when command=`echo *`) approved it; nobody was asked",
     )
     checks.check(result.finish_reason == "stop", "run 5 finished with stop")
+    result = await ask(client, queue, out, receiver, checks)
+    checks.check(result.finish_reason == "stop", "run 6 finished with stop")
+    checks.check(
+        any(m.role == "tool" and f'"answer": "{ANSWER}"' in m.content for m in result.messages),
+        "the answer is the ask_user call's result",
+    )
+    checks.check(f"You answered: {ANSWER}" in _last_text(result), "the model read the answer")
     return checks.failures
 
 
@@ -475,8 +527,8 @@ async def run_demo(out: Output) -> int:
         out.error(f"demo FAILED ({len(failures)} check(s)): " + "; ".join(failures))
         return EXIT_ERROR
     out.info(
-        "demo passed: approval, rejection, cancellation, the approval rules and the"
-        " notifications all behaved"
+        "demo passed: approval, rejection, cancellation, the approval rules, a question and"
+        " the notifications all behaved"
         f" ({elapsed:.1f}s)"
     )
     return EXIT_OK

@@ -38,12 +38,14 @@ from workflows.arguments import arguments_digest
 from workflows.model import (
     AwaitingApprovalEvent,
     FinishReason,
+    QuestionEvent,
     ToolApprovalResponse,
     ToolCall,
 )
 
 AwaitingHandler = Callable[[WorkflowHandle[Any, Any], list[ToolCall]], Awaitable[None]]
 WaitingHandler = Callable[[WorkflowHandle[Any, Any]], Awaitable[bool]]
+QuestionHandler = Callable[[WorkflowHandle[Any, Any], QuestionEvent], Awaitable[None]]
 
 
 class ShownCalls(list[ToolCall]):
@@ -151,6 +153,7 @@ async def follow(
     on_awaiting: AwaitingHandler | None = None,
     on_waiting_for_message: WaitingHandler | None = None,
     stream: bool = True,
+    on_question: QuestionHandler | None = None,
 ) -> Followed:
     """Print the run's events from `after` on until it finishes, and (from the stream) the
     model's text as it is generated, before the round's tool calls."""
@@ -180,6 +183,12 @@ async def follow(
                 last = item.seq
                 if isinstance(item, AwaitingApprovalEvent):
                     await prompts.pending_calls()
+                elif isinstance(item, QuestionEvent) and on_question is not None:
+                    await on_question(handle.raw, item)
+                elif isinstance(item, QuestionEvent) and not prompts.closed:
+                    how = "one option per TEXT" if item.multiple else "TEXT"
+                    call = f"{visible(workflow_id)} {visible(item.call_id)}"
+                    out.info(f"  answer it: {cli_name()} answer {call} {how}")
     return Followed(None, last)  # pragma: no cover - watch always ends with Ended
 
 

@@ -37,6 +37,8 @@ from workflows.model import (
     AuditView,
     CancelRequest,
     ChatMessage,
+    PendingQuestion,
+    QuestionAnswer,
     ToolApprovalResponse,
     ToolCall,
 )
@@ -178,6 +180,26 @@ class AgentHandle:
         """Send an answer; return the calls still pending. Raises AnswerNotDelivered when it
         could not be delivered in `patience` seconds, WorkflowUpdateFailedError when the
         workflow refused it, and other errors as the SDK raises them."""
+        pending: list[ToolCall] = await self._deliver(
+            names.UPDATE_SUBMIT_APPROVAL, response, list[ToolCall], patience
+        )
+        return pending
+
+    async def submit_answer(
+        self,
+        answer: QuestionAnswer | dict[str, Any],
+        *,
+        patience: float = BUSY_PATIENCE_SECONDS,
+    ) -> list[PendingQuestion]:
+        """Answer a question the model asked (`submit_answer`); return the questions still
+        waiting. Raises as `answer` does."""
+        waiting: list[PendingQuestion] = await self._deliver(
+            names.UPDATE_SUBMIT_ANSWER, answer, list[PendingQuestion], patience
+        )
+        return waiting
+
+    async def _deliver(self, update: str, payload: Any, result_type: Any, patience: float) -> Any:
+        """One update, sent again while the run is busy, with the same update id every time."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + patience
         update_id = f"answer-{uuid.uuid4().hex}"
@@ -186,16 +208,10 @@ class AgentHandle:
         while True:
             remaining = deadline - loop.time()
             try:
-                pending: list[ToolCall] = await asyncio.wait_for(
-                    self.raw.execute_update(
-                        names.UPDATE_SUBMIT_APPROVAL,
-                        response,
-                        id=update_id,
-                        result_type=list[ToolCall],
-                    ),
+                return await asyncio.wait_for(
+                    self.raw.execute_update(update, payload, id=update_id, result_type=result_type),
                     max(remaining, 0.1),
                 )
-                return pending
             except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
                 # The attempt ran out of time (ours or the server's): sending the same update
                 # id again is safe, and pointless once the deadline has passed.

@@ -22,18 +22,20 @@ from temporalio.service import RPCError, RPCStatusCode
 from starter.handle import AgentHandle
 from workflows import names
 from workflows.arguments import arguments_digest
-from workflows.model import AgentStatus, ChatMessage, ToolCall
+from workflows.model import AgentStatus, ChatMessage, PendingQuestion, ToolCall
 
 log = logging.getLogger(__name__)
 
 DETAILS_TIMEOUT_SECONDS = 3.0
 
 INBOX_QUERY = (
-    f'WorkflowType="{names.WORKFLOW_TYPE}" AND {names.AGENT_STATUS.name}="awaiting_approval"'
+    f'WorkflowType="{names.WORKFLOW_TYPE}"'
+    f' AND {names.AGENT_STATUS.name} IN ("awaiting_approval", "awaiting_answer")'
     ' AND ExecutionStatus="Running"'
 )
-"""Runs waiting for a person. A run that was terminated while waiting keeps its last
-`AgentStatus`, so only open runs count (and a query to a closed one would wait for a worker)."""
+"""Runs waiting for a person (to approve calls, or to answer a question). A run that was
+terminated while waiting keeps its last `AgentStatus`, so only open runs count (and a query to
+a closed one would wait for a worker)."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,11 @@ class WaitingRun:
     @property
     def pending(self) -> list[ToolCall]:
         return list(self.status.pending_approvals) if self.status else []
+
+    @property
+    def questions(self) -> list[PendingQuestion]:
+        """The model's questions waiting for a person's answer."""
+        return list(self.status.pending_questions) if self.status else []
 
     @property
     def awaiting_since(self) -> datetime | None:
@@ -101,6 +108,7 @@ class WaitingRun:
             "pending_count": len(status.pending_approvals),
             "pending": [c.model_dump(mode="json") for c in status.pending_approvals],
             "decided": [d.model_dump(mode="json") for d in status.decided],
+            "questions": [q.model_dump(mode="json") for q in status.pending_questions],
             "details": "available",
             "pins": self.pins(),
         }
@@ -151,7 +159,8 @@ async def details(
         if err.status == RPCStatusCode.NOT_FOUND:
             raise RunGone(execution.id) from None
         raise
-    if status.phase != "awaiting_approval" or not status.pending_approvals:
+    waits = status.phase in ("awaiting_approval", "awaiting_answer")
+    if not waits or not (status.pending_approvals or status.pending_questions):
         return None
     context = None
     if with_context:

@@ -51,7 +51,13 @@ warnings.filterwarnings("ignore", category=workflow.UnfinishedSignalHandlersWarn
 
 _OPEN = {WorkflowExecutionStatus.RUNNING, None}
 _ENDED_BY_TEMPORAL = {WorkflowExecutionStatus.TERMINATED, WorkflowExecutionStatus.TIMED_OUT}
-_PHASES: tuple[Phase, ...] = ("running", "awaiting_approval", "waiting_for_message", "finished")
+_PHASES: tuple[Phase, ...] = (
+    "running",
+    "awaiting_approval",
+    "awaiting_answer",
+    "waiting_for_message",
+    "finished",
+)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from datetime import UTC, datetime
 from workflows.arguments import parse_arguments
 from workflows.model import (
     AgentEvent,
+    AnswerEvent,
+    AnswerValue,
     ApprovalEvent,
     AuditEntry,
     AwaitingApprovalEvent,
@@ -18,6 +20,8 @@ from workflows.model import (
     CompactionEvent,
     ErrorEvent,
     FinishedEvent,
+    PendingQuestion,
+    QuestionEvent,
     TextDeltaEvent,
     ToolCall,
     ToolCallEvent,
@@ -41,6 +45,7 @@ __all__ = [
     "message_lines",
     "moment",
     "one_line",
+    "question_text",
     "rule_line",
     "text_block",
     "visible",
@@ -51,6 +56,25 @@ def call_text(call: ToolCall) -> str:
     """A call as the terminal shows it; one the model wrote as text says so."""
     note = " (read from the model's text)" if call.from_text else ""
     return f"{visible(call.id)} {visible(call.name)} {arguments_display(call.arguments)}{note}"
+
+
+def question_text(question: PendingQuestion | QuestionEvent) -> str:
+    """A question as the terminal shows it: `call_1 "Which color?" (one of: red, blue)`."""
+    asked = f'"{one_line(question.question, 400)}"'
+    choice = ""
+    if question.options:
+        how = "any of" if question.multiple else "one of"
+        choice = f" ({how}: {', '.join(visible(o) for o in question.options)})"
+    return f"{visible(question.call_id)} {asked}{choice}"
+
+
+def answer_text(answer: AnswerValue | None) -> str:
+    """An answer as the terminal shows it (a list of options comma-separated)."""
+    if answer is None:
+        return "none"
+    if isinstance(answer, list):
+        return ", ".join(f'"{visible(a)}"' for a in answer)
+    return f'"{one_line(answer, 400)}"'
 
 
 def pin_hint(workflow_id: str, call_id: str, run_id: str | None, digest: str) -> str:
@@ -92,6 +116,14 @@ def event_line(event: AgentEvent) -> str:
             edited = f" with arguments {arguments_display(event.arguments)}"
             edited += f" (the model's: {arguments_display(event.original_arguments)})"
         return f"{r} approval {visible(event.call_id)} {verdict}{by}{why}{edited}"
+    if isinstance(event, QuestionEvent):
+        return f"{r} question {question_text(event)}"
+    if isinstance(event, AnswerEvent):
+        by = f" by {visible(event.approver)}" if event.approver else ""
+        if event.source == "timeout":
+            by = " by the approval timeout"
+        why = f": {visible(event.error)}" if event.error else ""
+        return f"{r} answer {visible(event.call_id)} {answer_text(event.answer)}{by}{why}"
     if isinstance(event, ToolResultEvent):
         content = one_line(event.content, TOOL_RESULT_PREVIEW)
         return f"{r} tool_result {visible(event.call_id)} {visible(event.name)}: {content}"

@@ -44,7 +44,7 @@ CHAIN_LIMIT = 2_000
 MAX_TEXT_CHARS = 200
 LIST_TIMEOUT = timedelta(seconds=10)
 
-OPEN_STATUSES = ("running", "awaiting_approval", "waiting_for_message")
+OPEN_STATUSES = ("running", "awaiting_approval", "awaiting_answer", "waiting_for_message")
 FINISH_REASONS = ("stop", "max_rounds", "cancelled", "error")
 ENDED_BY_TEMPORAL = ("terminated", "timed_out", "failed")
 STATUSES = (*OPEN_STATUSES, "finished", *FINISH_REASONS, *ENDED_BY_TEMPORAL)
@@ -53,11 +53,12 @@ finished by itself (the row says how: `stop`, `max_rounds`, `cancelled`, `error`
 when its memo does not say)."""
 
 BASE_QUERY = f'WorkflowType="{names.WORKFLOW_TYPE}" AND ExecutionStatus!="ContinuedAsNew"'
-_WAITING = '("awaiting_approval", "waiting_for_message")'
+_WAITING = '("awaiting_approval", "awaiting_answer", "waiting_for_message")'
 _PHASE = names.AGENT_STATUS.name
 STATUS_QUERIES = {
     "running": f'ExecutionStatus="Running" AND ({_PHASE} IS NULL OR {_PHASE} NOT IN {_WAITING})',
     "awaiting_approval": f'ExecutionStatus="Running" AND {_PHASE}="awaiting_approval"',
+    "awaiting_answer": f'ExecutionStatus="Running" AND {_PHASE}="awaiting_answer"',
     "waiting_for_message": f'ExecutionStatus="Running" AND {_PHASE}="waiting_for_message"',
     "finished": 'ExecutionStatus IN ("Completed", "Canceled")',
     "stop": 'ExecutionStatus="Completed"',

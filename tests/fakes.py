@@ -120,6 +120,8 @@ class FakeAgentActivities:
     taken; -1: every attempt fails."""
     notify_delay: float = 0.0
     """How long each `notify` attempt takes (heartbeating), e.g. a receiver that is slow."""
+    ask_user: bool = False
+    """What `worker_setup` says of `ask_user` (the worker's AGENT_ASK_USER)."""
 
     def activities(self) -> list[Callable[..., Any]]:
         @activity.defn(name=names.ACTIVITY_LIST_TOOLS)
@@ -137,6 +139,7 @@ class FakeAgentActivities:
                 policy=self.worker_rules,
                 context_tokens=self.context_tokens,
                 notify=self.notifies,
+                ask_user=self.ask_user,
             )
 
         @activity.defn(name=names.ACTIVITY_SUMMARIZE)

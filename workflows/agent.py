@@ -24,6 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
     from workflows import bounds, generations, metrics, names, shown
     from workflows.approvals import Approvals
+    from workflows.asking import Questions
     from workflows.audit import audit_memo, audit_view, prompt_memo
     from workflows.batch import Batch, InFlight
     from workflows.compaction import Compactor
@@ -51,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         FinishedEvent,
         FinishReason,
         LlmResponse,
+        PendingQuestion,
         Phase,
         ToolApprovalResponse,
         ToolCall,
@@ -81,7 +83,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.turns import Turns
     from workflows.versions import Rules
-    from workflows.visibility import Visibility, describe_waiting
+    from workflows.visibility import Visibility
     from workflows.waits import Waits
 
 
@@ -129,11 +131,20 @@ class AgentWorkflow:
             workflow_id=info.workflow_id,
             run_id=info.first_execution_run_id,
         )
+        self._questions = Questions(
+            self._state,
+            self._conversation,
+            rules=rules,
+            run_id=info.first_execution_run_id,
+            emit=self._emit,
+            now=workflow.now,
+            after_answer=self._show_waiting,
+        )
         self._compactor = Compactor(
             self._state,
             self._conversation,
             self._emit,
-            self._approvals.offered_specs,
+            lambda: self._approvals.offered_specs() + self._questions.offered(),
             self._warn,
             makes_room=rules.compaction_makes_room,
             summary_as_user=rules.summary_as_user,
@@ -152,6 +163,7 @@ class AgentWorkflow:
             self._approvals,
             self._notifier,
             self._turns,
+            questions=self._questions,
             emit=self._emit,
             set_phase=self._set_phase,
             handing_over=self._should_continue_as_new,
@@ -172,6 +184,7 @@ class AgentWorkflow:
             emit=self._emit,
             warn=self._warn,
             set_phase=self._set_phase,
+            offered=self._questions.offered,
         )
         self._batch = Batch(
             self._conversation,
@@ -255,7 +268,7 @@ class AgentWorkflow:
             # 2. Answers to apply (or a batch that needs none): resume from the messages.
             pending = self._conversation.pending()
             if pending:
-                if state.seed_mode or not self._approvals.unanswered(pending):
+                if state.seed_mode or not self._waiting_for_person(pending):
                     past_limit = await self._run_batch(pending)
                     state.round += 1
                     if past_limit:
@@ -323,10 +336,12 @@ class AgentWorkflow:
             max_argument_chars=self._limits.max_argument_chars,
             refuse=self._approvals.refusal if self._rules.refuse_unrunnable_calls else None,
         )
+        steps = self._questions.steps(steps)
         past_limit = self._turns.in_session() and self._approvals.repeats.past_limit(pending)
         self._approvals.repeats.count_answers(pending)
         await self._batch.run(pending, steps)
         self._approvals.batch_done()
+        self._questions.batch_done()
         state.approval_wait = None
         self._conversation.flush_held()
         return past_limit
@@ -440,6 +455,27 @@ class AgentWorkflow:
             raise ApplicationError(str(taken.problem), type="InvalidApproval", non_retryable=True)
         return taken.response
 
+    @workflow.update(name=names.UPDATE_SUBMIT_ANSWER)
+    def submit_answer(self, payload: RawValue) -> list[PendingQuestion]:
+        """A person's answer to a question the model asked (`ask_user`); returns the questions
+        still waiting."""
+        response, value = self._validated_answer(payload)
+        self._questions.answer(response.call_id, value, approver=response.approver)
+        return self._questions.shown()
+
+    @submit_answer.validator
+    def _validate_submit_answer(self, payload: RawValue) -> None:
+        self._validated_answer(payload)
+
+    def _validated_answer(self, payload: RawValue) -> tuple[Any, Any]:
+        value, error = self._doors.update(names.UPDATE_SUBMIT_ANSWER, payload)
+        try:
+            if error is not None:
+                raise ValueError(error)
+            return self._questions.receive(value, finished=self._finished)
+        except ValueError as err:
+            raise ApplicationError(str(err), type="InvalidAnswer", non_retryable=True) from None
+
     @workflow.update(name=names.UPDATE_SET_APPROVAL_POLICY)
     def set_approval_policy(self, payload: RawValue) -> PolicyView:
         """Replace the run's rules (remembered ones included); calls waiting for a person that
@@ -472,7 +508,8 @@ class AgentWorkflow:
     @workflow.query(name=names.QUERY_STATUS)
     def status(self) -> AgentStatus:
         state = self._state
-        awaiting = self._phase == "awaiting_approval" and state.approval_wait is not None
+        waits = self._phase in ("awaiting_approval", "awaiting_answer")
+        awaiting = waits and state.approval_wait is not None
         return AgentStatus(
             phase=self._phase,
             round=state.round,
@@ -482,6 +519,7 @@ class AgentWorkflow:
             awaiting_since=state.approval_wait.since if awaiting and state.approval_wait else None,
             decided=[] if self._finished else self._approvals.decided(),
             run_id=workflow.info().first_execution_run_id,
+            pending_questions=[] if self._finished else self._questions.shown(),
         )
 
     @workflow.query(name=names.QUERY_EVENTS)
@@ -533,14 +571,19 @@ class AgentWorkflow:
     def _set_phase(self, phase: Phase, details: str) -> None:
         self._phase = phase
         metrics.phase_changed(phase)
-        pending = len(self._approvals.waiting()) if phase == "awaiting_approval" else 0
+        pending = 0
+        if phase in ("awaiting_approval", "awaiting_answer"):
+            asked = self._questions.waiting(self._conversation.pending())
+            pending = len(self._approvals.waiting()) + len(asked)
         self._visibility.show(phase, details, pending)
+
+    def _waiting_for_person(self, pending: list[ToolCall]) -> bool:
+        return bool(self._approvals.unanswered(pending) or self._questions.waiting(pending))
 
     def _show_waiting(self) -> None:
         """After an answer: what the UI and the inbox show of the calls still waiting."""
-        if self._phase == "awaiting_approval":
-            waiting = self._approvals.waiting()
-            self._set_phase("awaiting_approval", describe_waiting(self._state.round, waiting))
+        if self._phase in ("awaiting_approval", "awaiting_answer"):
+            self._waits.show(self._conversation.pending())
 
     def _should_continue_as_new(self) -> bool:
         return generations.history_full(self._state.options.max_history_events)

@@ -7,7 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from workflows.arguments import arguments_json
-from workflows.model import AgentState, ApprovalRecord, AuditEntry, AuditView, ToolCall
+from workflows.model import (
+    AgentState,
+    ApprovalRecord,
+    AuditEntry,
+    AuditView,
+    QuestionRecord,
+    ToolCall,
+)
 from workflows.shown import shorten
 
 AUDIT_BYTES = 200_000
@@ -49,6 +56,34 @@ def record_decision(
         counts.by_timeout += 1
     else:
         counts.seeded += 1
+    _keep(state, entry)
+
+
+def record_answer(state: AgentState, call: ToolCall, record: QuestionRecord) -> None:
+    """Add a question's answer (`ask_user`) to the run's audit: who answered, when, what."""
+    answer = record.answer
+    if isinstance(answer, str):
+        answer = shorten(answer, 500)
+    entry = AuditEntry(
+        call_id=call.id,
+        tool=call.name,
+        arguments=audit_arguments(call.arguments),
+        approved=record.answer is not None,
+        source=record.source,
+        approver=record.approver,
+        reason=record.error,
+        at=record.at,
+        answer=answer,
+    )
+    if record.source == "person":
+        state.audit_counts.questions_answered += 1
+    elif record.source == "timeout":
+        state.audit_counts.by_timeout += 1
+    _keep(state, entry)
+
+
+def _keep(state: AgentState, entry: AuditEntry) -> None:
+    """The entry joins the audit; the oldest go past its budget (counted)."""
     size = len(entry.model_dump_json())
     state.audit.append(entry)
     state.audit_bytes += size

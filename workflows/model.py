@@ -40,9 +40,16 @@ SIGNATURE_PATTERN = r"^[A-Za-z0-9+/]{43}=$"
 
 Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "max_rounds", "cancelled", "error"]
-Phase = Literal["running", "awaiting_approval", "waiting_for_message", "finished"]
+Phase = Literal[
+    "running", "awaiting_approval", "awaiting_answer", "waiting_for_message", "finished"
+]
 ApprovalTimeoutPolicy = Literal["cancel", "reject"]
 ApprovalSource = Literal["person", "policy", "timeout", "seed"]
+AnswerValue = (
+    Annotated[str, Field(max_length=4_000)]
+    | Annotated[list[Annotated[str, Field(max_length=4_000)]], Field(max_length=50)]
+)
+"""A person's answer to a question: one text, or (for a `multiple` question) a list of options."""
 
 
 SIGNED_FIELDS = ("groups", "signed_at", "signature")
@@ -190,6 +197,51 @@ class ToolApprovalResponse(BaseModel):
         return data
 
 
+class QuestionAnswer(BaseModel):
+    """A person's answer to a question the model asked with `ask_user` (the `submit_answer`
+    update): free text, one of the question's options, or a list of them when it takes several."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    call_id: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    answer: StrictStr | list[StrictStr]
+    approver: Annotated[StrictStr, Field(max_length=200)] | None = None
+    """Who answered (the signed-in web user, the starter's OS user)."""
+    run_id: Annotated[StrictStr, Field(min_length=1, max_length=200)] | None = None
+    """The first run id of the run chain the person saw: an answer for another run's question
+    is refused."""
+
+    @model_serializer(mode="wrap")
+    def _without_unused_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for optional in ("approver", "run_id"):
+                if data.get(optional) is None:
+                    data.pop(optional, None)
+        return data
+
+
+class PendingQuestion(BaseModel):
+    """A question waiting for a person, as `status` lists it in `pending_questions`."""
+
+    call_id: str
+    question: str
+    options: list[str] | None = None
+    multiple: bool = False
+
+
+class QuestionRecord(BaseModel):
+    """A question's answer as the workflow recorded it."""
+
+    call_id: str
+    answer: AnswerValue | None = None
+    """None: no answer came (`error` says why)."""
+    approver: str | None = None
+    at: datetime
+    source: ApprovalSource = "person"
+    error: str | None = None
+
+
 class CancelRequest(BaseModel):
     """The optional payload of the `cancel` signal."""
 
@@ -246,6 +298,9 @@ class AgentRunOptions(BaseModel):
     far as the last `keep_rounds` rounds allow, so the next one comes many rounds later."""
     keep_rounds: Annotated[int, Field(ge=0, le=1_000)] = 3
     """Compaction never drops or summarises the last this many rounds."""
+    ask_user: bool | None = Field(default=None, exclude_if=lambda value: value is None)
+    """Offer the model the `ask_user` tool: a question to a person, whose answer is the tool's
+    result (`workflows.questions`). None: the worker's `AGENT_ASK_USER`."""
     """The same call with the same arguments runs at most this many times in a run; the next
     one is answered "you already have that result" without running or asking anyone."""
 
@@ -301,6 +356,8 @@ class AuditEntry(BaseModel):
     at: datetime
     edited: bool = False
     """The arguments are a person's edit of the model's."""
+    answer: Any = Field(default=None, exclude_if=lambda value: value is None)
+    """For a question (`ask_user`): the person's answer (left out of the JSON otherwise)."""
 
 
 class AuditCounts(BaseModel):
@@ -311,6 +368,8 @@ class AuditCounts(BaseModel):
     by_rule: int = 0
     by_timeout: int = 0
     seeded: int = 0
+    questions_answered: int = Field(default=0, exclude_if=lambda value: value == 0)
+    """Questions (`ask_user`) a person answered (left out of the JSON while 0)."""
 
 
 class AuditView(BaseModel):
@@ -383,6 +442,29 @@ class ApprovalEvent(BaseEvent):
         return without_none(handler(self), SIGNED_FIELDS)
 
 
+class QuestionEvent(BaseEvent):
+    """The model asked a person a question (`ask_user`); the run waits for the answer."""
+
+    type: Literal["question"] = "question"
+    call_id: str
+    question: str
+    options: list[str] | None = None
+    multiple: bool = False
+
+
+class AnswerEvent(BaseEvent):
+    """A question was answered (by a person, or with an error by the timeout); the answer is the
+    `ask_user` call's result."""
+
+    type: Literal["answer"] = "answer"
+    call_id: str
+    answer: AnswerValue | None = None
+    approver: str | None = None
+    at: datetime
+    source: ApprovalSource = "person"
+    error: str | None = None
+
+
 class ToolResultEvent(BaseEvent):
     type: Literal["tool_result"] = "tool_result"
     call_id: str
@@ -431,7 +513,9 @@ AgentEvent = Annotated[
     | WarningEvent
     | ErrorEvent
     | FinishedEvent
-    | CompactionEvent,
+    | CompactionEvent
+    | QuestionEvent
+    | AnswerEvent,
     Field(discriminator="type"),
 ]
 
@@ -482,6 +566,8 @@ class AgentStatus(BaseModel):
     run_id: str | None = None
     """The first run id of this run's chain (it stays the same across continue-as-new): what a
     person's answer carries as `run_id`."""
+    pending_questions: list[PendingQuestion] = Field(default_factory=list)
+    """The model's questions (`ask_user`) waiting for a person's answer (`submit_answer`)."""
 
 
 # ---- Activity contracts ----
@@ -526,6 +612,9 @@ class LlmRequest(BaseModel):
     view: bool = False
     """Read the model's view (the `model_view` query, `message_count` messages long) instead
     of the record: the run compacts its conversation to fit the model's context window."""
+    offered: list[ToolSpec] = Field(default_factory=list, exclude_if=lambda value: not value)
+    """Tools the workflow itself offers besides the worker's (`ask_user`): never run by
+    `execute_tool`; left out of the JSON when empty."""
 
 
 class SummaryRequest(BaseModel):
@@ -567,6 +656,9 @@ class WorkerSetup(BaseModel):
     """Whether the worker has an external payload store (AGENT_PAYLOAD_STORE)."""
     notify: bool = False
     """Whether the worker notifies people (AGENT_NOTIFY_URL): the workflow runs `notify`."""
+    ask_user: bool = False
+    """The worker's AGENT_ASK_USER: runs that do not set `options.ask_user` offer the model the
+    `ask_user` tool."""
 
 
 class NotifyRequest(BaseModel):
@@ -574,7 +666,7 @@ class NotifyRequest(BaseModel):
     that waited for a person. The worker adds the inbox link (AGENT_INBOX_URL) and leaves the
     arguments out when encryption is on (unless AGENT_NOTIFY_ARGUMENTS=true)."""
 
-    event: Literal["approval_waiting", "approval_reminder", "run_finished"]
+    event: Literal["approval_waiting", "approval_reminder", "question_waiting", "run_finished"]
     workflow_id: str
     run_id: str
     """The first run id of the run's chain (what an answer carries as `run_id`)."""
@@ -745,6 +837,10 @@ class AgentState(BaseModel):
     audit_counts: AuditCounts = Field(default_factory=AuditCounts)
     audit_dropped: int = 0
     audit_bytes: int = 0
+    questions: dict[str, QuestionRecord] = Field(default_factory=dict)
+    """The answers to the pending `ask_user` calls, by call id (cleared when the batch runs)."""
+    asked_questions: list[str] = Field(default_factory=list)
+    """The pending `ask_user` calls whose `question` event was emitted."""
     cut_off: dict[str, int | None] = Field(default_factory=dict)
     """Pending calls of a reply cut off at the token limit (`finish_reason: length`), with the
     `max_tokens` the request carried: a call whose arguments were cut is told so."""

@@ -27,6 +27,7 @@ from workflows.model import (
     LlmResponse,
     Phase,
     TextDeltaEvent,
+    ToolSpec,
 )
 from workflows.notices import length_warning
 from workflows.shown import shorten
@@ -53,6 +54,7 @@ class ModelCall:
         emit: Callable[[BaseEvent], None],
         warn: Callable[[str], None],
         set_phase: Callable[[Phase, str], None],
+        offered: Callable[[], list[ToolSpec]] = list,
     ) -> None:
         self._state = state
         self._conversation = conversation
@@ -63,6 +65,8 @@ class ModelCall:
         self._emit = emit
         self._warn = warn
         self._set_phase = set_phase
+        self._offered = offered
+        """The tools the workflow itself offers besides the worker's (`ask_user`)."""
 
     async def ask(self) -> LlmResponse | Ended | None:
         """One model call; the reply joins the conversation. `Ended` when the run cannot go on
@@ -87,6 +91,7 @@ class ModelCall:
                 temperature=state.options.temperature,
                 max_tokens=state.options.max_tokens,
                 view=self._compactor.active,
+                offered=self._offered(),
             ),
             until_given_up=self._rules.llm_retried_until_given_up,
         )

@@ -27,6 +27,7 @@ from temporalio.workflow import ParentClosePolicy
 from workflows import activity_calls as calls
 from workflows import names
 from workflows.model import AgentState, FinishReason, NotifyRequest, ToolCall
+from workflows.questions import ASK_USER, Question
 
 NOTIFY_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -85,6 +86,28 @@ class Notifier:
                     call_id=call.id,
                     tool=call.name,
                     arguments=call.arguments,
+                    waiting_since=wait.since,
+                )
+            )
+
+    def questions(self, asked: Sequence[Question]) -> None:
+        """Tell people about each question that starts waiting for their answer
+        (`question_waiting`: the question and its options travel as the call's arguments)."""
+        wait = self._state.approval_wait
+        if not asked or not self.enabled or wait is None:
+            return
+        self._state.waited_for_person = True
+        info = workflow.info()
+        for question in asked:
+            shown = question.shown()
+            self._deliver(
+                NotifyRequest(
+                    event="question_waiting",
+                    workflow_id=info.workflow_id,
+                    run_id=info.first_execution_run_id,
+                    call_id=question.call_id,
+                    tool=ASK_USER,
+                    arguments=shown.model_dump(exclude={"call_id"}),
                     waiting_since=wait.since,
                 )
             )

@@ -123,6 +123,9 @@ class Rules:
     verify_signed_answers: bool = True
     """A signed answer is taken only once the worker verified its signature (`verify_answer`, a
     local activity); the run waits for such checks in flight before it ends or continues."""
+    questions: bool = True
+    """The model may be offered `ask_user` (`options.ask_user`, the worker's AGENT_ASK_USER): a
+    question that waits for a person's answer (`workflows.questions`)."""
 
     # ---- repeats, limits and turns
     repeat_limit: bool = True
@@ -169,7 +172,7 @@ class Rules:
     @classmethod
     def sound_seams(cls) -> Rules:
         """The fourth release (0.4)."""
-        return replace(cls.this_release(), verify_signed_answers=False)
+        return replace(cls.this_release(), verify_signed_answers=False, questions=False)
 
     @classmethod
     def trust_and_time(cls) -> Rules:

@@ -9,6 +9,7 @@ from temporalio import workflow
 from workflows import names
 from workflows.bounds import arguments_text
 from workflows.model import Phase, ToolCall
+from workflows.questions import Question
 from workflows.shown import shorten
 
 
@@ -34,4 +35,14 @@ def describe_waiting(round_: int, waiting: list[ToolCall]) -> str:
     lines = [f"round {round_}: awaiting approval of {len(waiting)} call(s)"]
     for call in waiting:
         lines.append(f"- {call.id}: {call.name} {shorten(arguments_text(call.arguments), 200)}")
+    return "\n".join(lines)
+
+
+def describe_questions(round_: int, questions: list[Question], calls: list[ToolCall]) -> str:
+    """The details while questions (and maybe calls) wait for a person."""
+    lines = [f"round {round_}: awaiting the answer to {len(questions)} question(s)"]
+    for question in questions:
+        lines.append(f"- {question.call_id}: {shorten(question.question, 200)}")
+    if calls:
+        lines.append(describe_waiting(round_, calls))
     return "\n".join(lines)

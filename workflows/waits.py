@@ -14,6 +14,7 @@ from temporalio import workflow
 
 from workflows import bounds
 from workflows.approvals import Approvals
+from workflows.asking import Questions
 from workflows.model import (
     AgentState,
     ApprovalWait,
@@ -26,8 +27,9 @@ from workflows.model import (
 )
 from workflows.notices import APPROVAL_TIMED_OUT
 from workflows.notifications import Notifier
+from workflows.questions import QUESTION_TIMED_OUT
 from workflows.turns import Turns
-from workflows.visibility import describe_waiting
+from workflows.visibility import describe_questions, describe_waiting
 
 
 class Waits:
@@ -38,12 +40,14 @@ class Waits:
         notifier: Notifier,
         turns: Turns,
         *,
+        questions: Questions,
         emit: Callable[[BaseEvent], None],
         set_phase: Callable[[Phase, str], None],
         handing_over: Callable[[], bool],
     ) -> None:
         self._state = state
         self._approvals = approvals
+        self._questions = questions
         self._notifier = notifier
         self._turns = turns
         self._emit = emit
@@ -52,22 +56,24 @@ class Waits:
         """Whether the run should continue as new now (a wait gives way to it)."""
 
     async def for_answers(self, pending: list[ToolCall]) -> bool:
-        """Wait durably until every pending call is answered, or cancel, or the timeout (people
-        are told when the wait begins, and reminded at half its timeout).
+        """Wait durably until every pending call and question is answered, or cancel, or the
+        timeout (people are told when the wait begins, and reminded at half its timeout).
 
         Returns True when the approval timeout fired.
         """
         state = self._state
         waiting = self._approvals.unanswered(pending)
         if state.approval_wait is None:
-            self._emit(AwaitingApprovalEvent(pending=[bounds.event_call(c) for c in waiting]))
+            if waiting or not self._questions.waiting(pending):
+                self._emit(AwaitingApprovalEvent(pending=[bounds.event_call(c) for c in waiting]))
             seconds = state.options.approval_timeout_seconds
             now = workflow.now()
             state.approval_wait = ApprovalWait(
                 since=now, deadline=None if seconds is None else now + timedelta(seconds=seconds)
             )
             self._notifier.waiting(waiting)
-        self._set_phase("awaiting_approval", describe_waiting(state.round, waiting))
+        self._notifier.questions(self._questions.announce(pending))
+        self.show(pending)
         while True:
             deadline = state.approval_wait.deadline
             reminder = self._notifier.reminder_due()
@@ -79,7 +85,9 @@ class Waits:
                 await workflow.wait_condition(
                     lambda: (
                         state.cancel is not None
-                        or not self._approvals.unanswered(pending)
+                        or not (
+                            self._approvals.unanswered(pending) or self._questions.waiting(pending)
+                        )
                         or self._handing_over()
                     ),
                     timeout=timeout,
@@ -98,7 +106,19 @@ class Waits:
                         ),
                         source="timeout",
                     )
+                self._questions.time_out(pending, QUESTION_TIMED_OUT)
             return True
+
+    def show(self, pending: list[ToolCall]) -> None:
+        """The phase and details of a wait: `awaiting_answer` while a question waits."""
+        round_ = self._state.round
+        questions = self._questions.waiting(pending)
+        if questions:
+            calls = self._approvals.unanswered(pending)
+            self._set_phase("awaiting_answer", describe_questions(round_, questions, calls))
+            return
+        calls = self._approvals.unanswered(pending)
+        self._set_phase("awaiting_approval", describe_waiting(round_, calls))
 
     async def for_message(self, wait: SessionWait) -> bool:
         """A session between turns, durably, across continue-as-new (the idle deadline is

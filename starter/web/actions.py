@@ -24,6 +24,7 @@ from workflows.model import (
     CancelRequest,
     ChatMessage,
     ToolApprovalResponse,
+    QuestionAnswer,
     UserMessageInput,
     describe_validation,
 )
@@ -162,6 +163,25 @@ async def answer(
     except Exception as err:
         return _failure(err, workflow_id)
     return 200, {"pending": [c.model_dump(mode="json") for c in remaining]}
+
+
+async def submit_answer(client: Client, workflow_id: str, body: Any, approver: str) -> Answer:
+    """Answer a question the model asked (`submit_answer`) as `approver`, the signed-in user:
+    `{"call_id": "…", "answer": "…" or ["…"], "run_id"?: "…"}`."""
+    if not isinstance(body, dict):
+        return 400, {"error": 'the body must be a JSON object: {"call_id": "…", "answer": "…"}'}
+    if "approver" in body:
+        return 400, {"error": "'approver' is set by the server: it is the signed-in user"}
+    try:
+        answer = QuestionAnswer.model_validate({**body, "approver": approver})
+    except ValidationError as err:
+        return 400, {"error": f"invalid answer: {describe_validation(err)}"}
+    handle = AgentHandle(client, workflow_id, worker_wait=WORKER_WAIT_SECONDS)
+    try:
+        waiting = await handle.submit_answer(answer, patience=WORKER_WAIT_SECONDS)
+    except Exception as err:
+        return _failure(err, workflow_id)
+    return 200, {"questions": [q.model_dump(mode="json") for q in waiting]}
 
 
 async def cancel(client: Client, workflow_id: str, body: Any, requested_by: str) -> Answer:

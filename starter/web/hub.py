@@ -285,14 +285,15 @@ class RunWatch:
     def waiting(self) -> WaitingRun | None:
         """The run as an inbox entry while it waits for a person, else None."""
         status = self.state.status
-        if self.state.closed or status is None or status.phase != "awaiting_approval":
+        waits = status is not None and status.phase in ("awaiting_approval", "awaiting_answer")
+        if self.state.closed or status is None or not waits:
             return None
-        if not status.pending_approvals:
+        if not status.pending_approvals and not status.pending_questions:
             return None
         return WaitingRun(
             self.workflow_id,
             "",
-            len(status.pending_approvals),
+            len(status.pending_approvals) + len(status.pending_questions),
             status,
             status.run_id or self.first_run_id,
             context_of(self.state.messages, status.pending_approvals),

@@ -235,6 +235,7 @@ async def test_the_json_api_and_its_server_sent_events(
             "pending_count",
             "pending",
             "decided",
+            "questions",
             "details",
             "pins",
         }

@@ -98,6 +98,7 @@
     buttons.forEach(function (b) { b.disabled = true; });
     try {
       if (kind === "answer") await answer(form, event.submitter);
+      else if (kind === "question") await answerQuestion(form);
       else if (kind === "start") await start(form);
       else if (kind === "cancel") await cancelRun(form);
       else if (kind === "message") await message(form);
@@ -130,6 +131,36 @@
     const item = form.closest("[data-call-id]");
     if (item) item.remove();
     show("note", callId + (approved ? " approved" : " rejected"));
+    refreshNow();
+  }
+
+  // A question's answer: the text typed, the option chosen (radio buttons), or the options
+  // chosen (checkboxes, for a question that takes several).
+  async function answerQuestion(form) {
+    const callId = form.elements["call_id"].value;
+    const inputs = Array.from(form.querySelectorAll('input[name="answer"]'));
+    let given;
+    if (inputs.length && inputs[0].type === "checkbox") {
+      given = inputs.filter(function (i) { return i.checked; }).map(function (i) { return i.value; });
+      if (!given.length) { show("alert", callId + ": choose at least one answer"); return; }
+    } else if (inputs.length && inputs[0].type === "radio") {
+      const chosen = inputs.find(function (i) { return i.checked; });
+      if (!chosen) { show("alert", callId + ": choose an answer"); return; }
+      given = chosen.value;
+    } else {
+      given = form.elements["answer"].value;
+    }
+    const payload = { call_id: callId, answer: given };
+    if (form.elements["run_id"].value) payload.run_id = form.elements["run_id"].value;
+    const result = await send(form.getAttribute("data-api"), payload);
+    if (!result.ok) {
+      show("alert", callId + ": " + failure(result));
+      return;
+    }
+    show("alert", "");
+    const item = form.closest("[data-call-id]");
+    if (item) item.remove();
+    show("note", callId + " answered");
     refreshNow();
   }
 
