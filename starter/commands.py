@@ -57,6 +57,7 @@ from starter.render import (
     visible,
 )
 from starter.signed_answer import as_sent, groups_in_users_file
+from starter.signed_question import question_as_sent
 from starter.web.auth import UsersFileError
 from workflows import names
 from workflows.arguments import arguments_digest
@@ -376,12 +377,20 @@ async def cmd_answer(ctx: Ctx, args: argparse.Namespace) -> int:
             EXIT_USAGE,
         )
     given: str | list[str] = list(args.text) if question.multiple else " ".join(args.text)
+    key = ApproverKey.from_env()
+    signer = signing_approver(args.approver) if key is not None else None
     answer = QuestionAnswer(
         call_id=args.call_id,
         answer=given,
-        approver=args.approver or default_approver(),
+        approver=signer or args.approver or default_approver(),
         run_id=await handle.first_run_id(status),
     )
+    if key is not None and signer is not None:  # signed as the OS user, with their groups
+        try:
+            groups = groups_in_users_file(signer)
+        except UsersFileError as err:
+            raise CliError(f"AGENT_WEB_USERS_FILE: {err}", code=EXIT_USAGE) from None
+        answer = await question_as_sent(handle, answer, key=key, approver=signer, groups=groups)
     try:
         waiting_now = await handle.submit_answer(answer)
     except AnswerNotDelivered as err:

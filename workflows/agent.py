@@ -75,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
         was_sealed,
     )
     from workflows.signed_answers import SignedAnswers
+    from workflows.signed_questions import signature_problem
     from workflows.state import (
         bounded_handover,
         handed_over,
@@ -456,11 +457,22 @@ class AgentWorkflow:
         return taken.response
 
     @workflow.update(name=names.UPDATE_SUBMIT_ANSWER)
-    def submit_answer(self, payload: RawValue) -> list[PendingQuestion]:
+    async def submit_answer(self, payload: RawValue) -> list[PendingQuestion]:
         """A person's answer to a question the model asked (`ask_user`); returns the questions
-        still waiting."""
+        still waiting. A signed answer is checked by the worker first."""
         response, value = self._validated_answer(payload)
-        self._questions.answer(response.call_id, value, approver=response.approver)
+        question = self._questions.question(response.call_id)
+        if self._rules.verify_signed_answers and response.signature and question:
+            info = workflow.info()
+            problem = await signature_problem(
+                response, question, workflow_id=info.workflow_id, run_id=info.first_execution_run_id
+            )
+            if problem is not None:
+                self._warn(f"{names.UPDATE_SUBMIT_ANSWER}: {problem}")
+                raise ApplicationError(problem, type="InvalidAnswer", non_retryable=True)
+            response, value = self._validated_answer(payload)  # it still waits after the check
+        who = {"approver": response.approver, "groups": response.groups}
+        self._questions.answer(response.call_id, value, **who)
         return self._questions.shown()
 
     @submit_answer.validator

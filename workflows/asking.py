@@ -97,6 +97,11 @@ class Questions:
         """The questions still waiting for a person's answer."""
         return [q for q in self.asked(pending) if q.call_id not in self._state.questions]
 
+    def question(self, call_id: str) -> Question | None:
+        """The waiting question of this call, if one waits."""
+        waiting = self.waiting(self._conversation.pending())
+        return next((q for q in waiting if q.call_id == call_id), None)
+
     def shown(self) -> list[PendingQuestion]:
         """The `status` query's `pending_questions`."""
         return [q.shown() for q in self.waiting(self._conversation.pending())]
@@ -107,7 +112,7 @@ class Questions:
         for question in new:
             self._state.asked_questions.append(question.call_id)
             shown = question.shown()
-            self._emit(QuestionEvent(**shown.model_dump()))
+            self._emit(QuestionEvent(**shown.model_dump(exclude={"arguments_sha256"})))
         return new
 
     # ---- answers
@@ -142,6 +147,7 @@ class Questions:
         value: AnswerValue | None,
         *,
         approver: str | None = None,
+        groups: list[str] | None = None,
         source: ApprovalSource = "person",
         error: str | None = None,
     ) -> None:
@@ -150,6 +156,7 @@ class Questions:
             call_id=call_id,
             answer=value,
             approver=approver,
+            groups=groups,
             at=self._now(),
             source=source,
             error=error,

@@ -210,12 +210,28 @@ class QuestionAnswer(BaseModel):
     run_id: Annotated[StrictStr, Field(min_length=1, max_length=200)] | None = None
     """The first run id of the run chain the person saw: an answer for another run's question
     is refused."""
+    groups: Annotated[list[GroupName], Field(max_length=MAX_GROUPS)] | None = None
+    """Who answered's groups (the users file's), signed with the answer."""
+    signed_at: Annotated[StrictStr, Field(pattern=SIGNED_AT_PATTERN)] | None = None
+    """When the answer was signed (ISO-8601 UTC): with `signature` only."""
+    signature: Annotated[StrictStr, Field(pattern=SIGNATURE_PATTERN)] | None = None
+    """HMAC-SHA256 (base64) under `AGENT_APPROVER_KEY`, as an approval's, with the decision
+    `answer:<sha256 of the answer text>` (`workflows.questions.answer_decision`): an answer whose
+    signature does not verify is refused."""
+
+    @model_validator(mode="after")
+    def _signed_whole(self) -> QuestionAnswer:
+        if self.signature is not None and (self.signed_at is None or self.approver is None):
+            raise ValueError("a signature needs signed_at and approver")
+        if self.signed_at is not None and self.signature is None:
+            raise ValueError("signed_at is only taken with a signature")
+        return self
 
     @model_serializer(mode="wrap")
     def _without_unused_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
         data = handler(self)
         if isinstance(data, dict):
-            for optional in ("approver", "run_id"):
+            for optional in ("approver", "run_id", "groups", "signed_at", "signature"):
                 if data.get(optional) is None:
                     data.pop(optional, None)
         return data
@@ -228,6 +244,9 @@ class PendingQuestion(BaseModel):
     question: str
     options: list[str] | None = None
     multiple: bool = False
+    arguments_sha256: str = ""
+    """The digest of the `ask_user` call's arguments (`workflows.arguments.arguments_digest`):
+    what a signed answer is bound to, as an approval's is to its call's arguments."""
 
 
 class QuestionRecord(BaseModel):
@@ -237,6 +256,8 @@ class QuestionRecord(BaseModel):
     answer: AnswerValue | None = None
     """None: no answer came (`error` says why)."""
     approver: str | None = None
+    groups: list[str] | None = Field(default=None, exclude_if=lambda value: value is None)
+    """Who answered's groups, as their (signed) answer said."""
     at: datetime
     source: ApprovalSource = "person"
     error: str | None = None
@@ -460,6 +481,7 @@ class AnswerEvent(BaseEvent):
     call_id: str
     answer: AnswerValue | None = None
     approver: str | None = None
+    groups: list[str] | None = Field(default=None, exclude_if=lambda value: value is None)
     at: datetime
     source: ApprovalSource = "person"
     error: str | None = None

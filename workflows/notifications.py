@@ -107,7 +107,7 @@ class Notifier:
                     run_id=info.first_execution_run_id,
                     call_id=question.call_id,
                     tool=ASK_USER,
-                    arguments=shown.model_dump(exclude={"call_id"}),
+                    arguments=shown.model_dump(exclude={"call_id", "arguments_sha256"}),
                     waiting_since=wait.since,
                 )
             )

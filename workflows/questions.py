@@ -9,11 +9,12 @@ Temporal import.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.arguments import parse_arguments
+from workflows.arguments import arguments_digest, parse_arguments
 from workflows.model import AnswerValue, PendingQuestion, ToolCall, ToolSpec
 from workflows.tool_results import envelope_error
 
@@ -61,11 +62,16 @@ class Question:
     question: str
     options: tuple[str, ...] | None = None
     multiple: bool = False
+    arguments_sha256: str = ""
 
     def shown(self) -> PendingQuestion:
         options = None if self.options is None else list(self.options)
         return PendingQuestion(
-            call_id=self.call_id, question=self.question, options=options, multiple=self.multiple
+            call_id=self.call_id,
+            question=self.question,
+            options=options,
+            multiple=self.multiple,
+            arguments_sha256=self.arguments_sha256,
         )
 
 
@@ -75,6 +81,7 @@ def parse_question(call: ToolCall) -> Question | str:
     if not parsed.ok or not isinstance(parsed.value, dict):
         return "the arguments must be one JSON object with a 'question'"
     args: dict[str, Any] = parsed.value
+    digest = arguments_digest(call.arguments)
     unknown = sorted(set(args) - {"question", "options", "multiple"})
     if unknown:
         return f"unknown argument '{unknown[0]}' (ask_user takes question, options, multiple)"
@@ -90,7 +97,7 @@ def parse_question(call: ToolCall) -> Question | str:
     if options is None:
         if multiple:
             return "'multiple' needs 'options' to choose from"
-        return Question(call.id, question.strip())
+        return Question(call.id, question.strip(), arguments_sha256=digest)
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         return "'options' must be a list of strings"
     cleaned = [o.strip() for o in options]
@@ -100,7 +107,7 @@ def parse_question(call: ToolCall) -> Question | str:
         return f"each option must be a non-empty string of at most {MAX_OPTION_CHARS} characters"
     if len(set(cleaned)) != len(cleaned):
         return "'options' must not repeat an answer"
-    return Question(call.id, question.strip(), tuple(cleaned), multiple)
+    return Question(call.id, question.strip(), tuple(cleaned), multiple, digest)
 
 
 class Refused(ValueError):
@@ -139,6 +146,17 @@ def check_answer(question: Question, answer: object) -> AnswerValue:
 
 def _echo(text: str) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
+
+
+def answer_decision(answer: object) -> str:
+    """An answer's decision as it is signed (`workflows.signing`): `answer:` and the hex SHA-256
+    of the answer as sent, a text as it is, a list of options as its compact JSON."""
+    text = (
+        answer
+        if isinstance(answer, str)
+        else json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
+    )
+    return "answer:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def answer_content(answer: AnswerValue) -> str:

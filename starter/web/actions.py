@@ -18,13 +18,14 @@ from runtime.codec import find_decryption_error
 from starter import handle as agent_handle
 from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
 from starter.signed_answer import as_sent
+from starter.signed_question import question_as_sent
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
     CancelRequest,
     ChatMessage,
-    ToolApprovalResponse,
     QuestionAnswer,
+    ToolApprovalResponse,
     UserMessageInput,
     describe_validation,
 )
@@ -165,20 +166,31 @@ async def answer(
     return 200, {"pending": [c.model_dump(mode="json") for c in remaining]}
 
 
-async def submit_answer(client: Client, workflow_id: str, body: Any, approver: str) -> Answer:
-    """Answer a question the model asked (`submit_answer`) as `approver`, the signed-in user:
-    `{"call_id": "…", "answer": "…" or ["…"], "run_id"?: "…"}`."""
+async def submit_answer(
+    client: Client,
+    workflow_id: str,
+    body: Any,
+    approver: str,
+    *,
+    groups: Sequence[str] = (),
+    key: ApproverKey | None = None,
+) -> Answer:
+    """Answer a question the model asked (`submit_answer`) as `approver` of `groups`, signed
+    with `key` when the server holds one: `{"call_id": "…", "answer": "…" or ["…"], "run_id"?:
+    "…"}`; the body may not name who answers, their groups or a signature itself."""
     if not isinstance(body, dict):
         return 400, {"error": 'the body must be a JSON object: {"call_id": "…", "answer": "…"}'}
-    if "approver" in body:
-        return 400, {"error": "'approver' is set by the server: it is the signed-in user"}
+    for name in SET_BY_SERVER:
+        if name in body:
+            return 400, {"error": f"'{name}' is set by the server: it is the signed-in user's"}
     try:
         answer = QuestionAnswer.model_validate({**body, "approver": approver})
     except ValidationError as err:
         return 400, {"error": f"invalid answer: {describe_validation(err)}"}
     handle = AgentHandle(client, workflow_id, worker_wait=WORKER_WAIT_SECONDS)
     try:
-        waiting = await handle.submit_answer(answer, patience=WORKER_WAIT_SECONDS)
+        sent = await question_as_sent(handle, answer, key=key, approver=approver, groups=groups)
+        waiting = await handle.submit_answer(sent, patience=WORKER_WAIT_SECONDS)
     except Exception as err:
         return _failure(err, workflow_id)
     return 200, {"questions": [q.model_dump(mode="json") for q in waiting]}

@@ -5,11 +5,15 @@ tool's result; refusals exit 2 with one line and change nothing; the audit says 
 
 from __future__ import annotations
 
+import base64
+import getpass
 import json
+import os
+from pathlib import Path
 
-from tests.cli import test_starter
+from tests.cli import test_starter, test_starter_signed
 from tests.cli.test_starter import Agent, new_id
-from tests.helpers import status, wait_for_phase
+from tests.helpers import events, of_type, status, wait_for_phase
 
 agent = test_starter.agent  # the fixture: a worker with the real activities, the scripted model
 
@@ -89,3 +93,35 @@ async def test_ask_user_is_not_offered_without_the_option(agent: Agent) -> None:
     started = await agent.cli("run", "--id", workflow_id, ASK)
     assert started.code == 0, started
     assert "I would use the ask_user tool for that, but it is not available" in started.stdout
+
+
+keyed = test_starter_signed.keyed  # the fixture: a worker holding AGENT_APPROVER_KEY
+
+
+async def test_answer_signs_as_the_os_user_and_another_key_is_refused(
+    keyed: Agent, tmp_path: Path
+) -> None:
+    me = getpass.getuser()
+    users = tmp_path / "users"
+    code, _, err = await test_starter_signed.add_user(keyed, users, me, "--group", "ops")
+    assert code == 0, err
+    workflow_id = await asking(keyed)
+    other = base64.b64encode(os.urandom(32)).decode()
+    forged = await keyed.cli(
+        "answer", workflow_id, "call_1", "tmp",
+        AGENT_APPROVER_KEY=other, AGENT_WEB_USERS_FILE=str(users),
+    )  # fmt: skip
+    assert forged.code == 2 and "its signature does not verify" in forged.stderr, forged
+    someone = await keyed.cli(
+        "answer", workflow_id, "call_1", "tmp", "--approver", "mallory",
+        AGENT_APPROVER_KEY=test_starter_signed.KEY_TEXT,
+    )  # fmt: skip
+    assert someone.code == 2 and "signed as the operating-system user" in someone.stderr
+    taken = await keyed.cli(
+        "answer", workflow_id, "call_1", "tmp",
+        AGENT_APPROVER_KEY=test_starter_signed.KEY_TEXT, AGENT_WEB_USERS_FILE=str(users),
+    )  # fmt: skip
+    assert taken.code == 0, taken
+    await keyed.handle(workflow_id).result()
+    [answer] = of_type(await events(keyed.handle(workflow_id)), "answer")
+    assert answer.approver == me and answer.groups == ["ops"]

@@ -3,6 +3,7 @@ takes, the result the model reads; the scripted model's question, and the notifi
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import UTC, datetime
 
@@ -10,6 +11,7 @@ import pytest
 
 from activities.notify_message import json_body, slack_text
 from activities.scripted import ask_arguments, scripted_reply
+from workflows.arguments import arguments_digest
 from workflows.model import ChatMessage, NotifyRequest, ToolCall
 from workflows.questions import (
     ASK_USER,
@@ -17,6 +19,7 @@ from workflows.questions import (
     Question,
     Refused,
     answer_content,
+    answer_decision,
     check_answer,
     parse_question,
 )
@@ -28,10 +31,17 @@ def asked(arguments: object) -> Question | str:
 
 
 def test_a_good_question_with_and_without_options() -> None:
-    assert asked({"question": " Why? "}) == Question("call_1", "Why?")
-    assert asked({"question": "Q", "options": ["a", " b "], "multiple": True}) == Question(
-        "call_1", "Q", ("a", "b"), True
+    why = {"question": " Why? "}
+    assert asked(why) == Question("call_1", "Why?", arguments_sha256=arguments_digest(why))
+    several = {"question": "Q", "options": ["a", " b "], "multiple": True}
+    assert asked(several) == Question(
+        "call_1", "Q", ("a", "b"), True, arguments_digest(json.dumps(several))
     )
+
+
+def test_an_answer_is_signed_as_the_hash_of_its_text() -> None:
+    assert answer_decision("tmp") == "answer:" + hashlib.sha256(b"tmp").hexdigest()
+    assert answer_decision(["a", "b"]) == "answer:" + hashlib.sha256(b'["a","b"]').hexdigest()
 
 
 @pytest.mark.parametrize(

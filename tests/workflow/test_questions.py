@@ -13,6 +13,7 @@ from temporalio.client import WorkflowUpdateFailedError
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, status, wait_for_phase, worker_for
 from workflows import names
+from workflows.arguments import arguments_digest
 from workflows.model import AgentRunInput, AgentRunOptions, AuditView, PendingQuestion
 from workflows.questions import ASK_USER
 
@@ -67,7 +68,12 @@ async def test_the_answer_is_the_tool_result_and_refusals_change_nothing(client,
         handle = await start_run(client, task_queue, prompt(ask_user=True))
         st = await wait_for_phase(handle, "awaiting_answer")
         assert st.pending_questions == [
-            PendingQuestion(call_id="call_1", question="Which color?", options=["red", "blue"])
+            PendingQuestion(
+                call_id="call_1",
+                question="Which color?",
+                options=["red", "blue"],
+                arguments_sha256=arguments_digest(COLOR),
+            )
         ]
         assert st.pending_approvals == [] and st.awaiting_since is not None
         assert "not one of the options: red, blue" in await refused(
@@ -184,3 +190,43 @@ async def test_an_answer_when_no_question_waits_is_refused(client, task_queue):
         assert "no question is waiting for an answer (got one for 'call_1')" in why
         assert [c.id for c in (await status(handle)).pending_approvals] == ["call_1"]
         await handle.cancel()
+
+
+async def test_a_signed_answer_is_checked_by_the_worker_and_a_forged_one_refused(
+    client, task_queue
+):
+    from activities.approver_key import ApproverKey
+    from starter.handle import AgentHandle
+    from starter.signed_question import question_as_sent
+    from tests.workflow.test_signed_answers import KEY, signed_worker
+    from workflows.model import QuestionAnswer
+
+    fake = asking(COLOR)
+    async with signed_worker(client, task_queue, fake):
+        handle = await start_run(client, task_queue, prompt(ask_user=True))
+        await wait_for_phase(handle, "awaiting_answer")
+        agent = AgentHandle(client, handle.id)
+        blue = QuestionAnswer(call_id="call_1", answer="blue")
+
+        async def sent(key: ApproverKey, answer: QuestionAnswer = blue) -> dict[str, object]:
+            signed = await question_as_sent(
+                agent, answer, key=key, approver="alice", groups=["ops"]
+            )
+            assert signed.signature is not None
+            return signed.model_dump(mode="json")
+
+        forged = await refused(handle, await sent(ApproverKey(b"x" * 32)))
+        assert "the answer for question 'call_1' is refused: its signature does not verify" in (
+            forged
+        )
+        other = await sent(KEY)
+        other["answer"] = "red"  # a signature copied to another answer
+        assert "does not verify" in await refused(handle, other)
+        assert of_type(await events(handle), "answer") == []
+        await handle.execute_update(names.UPDATE_SUBMIT_ANSWER, await sent(KEY))
+        result = await handle.result()
+        evs = await events(handle)
+    (answer,) = of_type(evs, "answer")
+    assert answer.approver == "alice" and answer.groups == ["ops"] and answer.answer == "blue"
+    tool = next(m for m in result.messages if m.role == "tool")
+    assert json.loads(tool.content)["data"] == {"answer": "blue"}

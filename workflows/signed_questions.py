@@ -1,0 +1,60 @@
+"""Signed answers to questions: checked by the worker before they are taken, as approvals are
+(`workflows.signed_answers`).
+
+The signature covers what an approval's does, the question's call and the digest of its
+arguments as this run holds them, with the decision `answer:<sha256 of the answer as sent>`
+(`workflows.questions.answer_decision`). The `verify_answer` local activity checks it with the
+worker's key; only the verdict enters the history.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+from workflows import bounds, names
+from workflows.model import QuestionAnswer
+from workflows.questions import Question, answer_decision
+from workflows.shown import shorten
+from workflows.signed_answers import VERIFY_RETRY, VERIFY_TIMEOUT
+from workflows.signing import VerifyRequest, VerifyVerdict
+
+
+def verify_request(
+    answer: QuestionAnswer, question: Question, *, workflow_id: str, run_id: str
+) -> VerifyRequest:
+    """What the answer's signature must cover, as this run knows it."""
+    return VerifyRequest(
+        approver=answer.approver or "",
+        groups=list(answer.groups or []),
+        workflow_id=workflow_id,
+        run_id=run_id,
+        call_id=question.call_id,
+        arguments_sha256=question.arguments_sha256,
+        decision=answer_decision(answer.answer),
+        signed_at=answer.signed_at or "",
+        signature=answer.signature or "",
+    )
+
+
+async def signature_problem(
+    answer: QuestionAnswer, question: Question, *, workflow_id: str, run_id: str
+) -> str | None:
+    """Why a signed answer is refused (its signature does not verify, or could not be
+    checked), or None."""
+    shown = shorten(answer.call_id, bounds.ECHO_CHARS)
+    request = verify_request(answer, question, workflow_id=workflow_id, run_id=run_id)
+    try:
+        verdict = await workflow.execute_local_activity(
+            names.ACTIVITY_VERIFY_ANSWER,
+            request,
+            result_type=VerifyVerdict,
+            start_to_close_timeout=VERIFY_TIMEOUT,
+            retry_policy=VERIFY_RETRY,
+        )
+    except ActivityError as err:
+        cause = err.cause if err.cause is not None else err
+        return f"the answer for question '{shown}' could not be checked: {cause}"
+    if not verdict.valid:
+        return f"the answer for question '{shown}' is refused: {verdict.problem}"
+    return None
