@@ -561,7 +561,7 @@ class Environment(BaseSettings):
         False,
         "offer the model the `ask_user` tool (a question that waits for a person's answer) in"
         " runs that do not set `options.ask_user`"
-        " ([questions](docs/approval-policy.md#questions))",
+        " ([questions](docs/questions.md))",
         shown="`false`",
     )
     task_queue: str | None = setting(
