@@ -33,6 +33,7 @@ from temporalio.worker import Worker, WorkerConfig
 from activities.agent_activities import AgentActivities
 from activities.approver_key import AnswerVerifier, ApproverKey
 from activities.policy_file import POLICY_FILE_ENV, load_policy_file
+from activities.sandbox_runner import workflow_runner
 from activities.settings import Settings
 from activities.tools import Tool, ToolRegistry, build_default_registry
 from activities.tools.loading import ToolCatalog, load_tools
@@ -158,6 +159,7 @@ class AgentPlugin(SimplePlugin):
             PLUGIN_NAME,
             data_converter=agent_converter,
             workflows=[AgentWorkflow, AgentNotification],
+            workflow_runner=workflow_runner,
             activities=self._with_activities,
             run_context=self._running,
         )

@@ -1,10 +1,12 @@
-"""`python -m bench [--quick] [--out PATH] [--only NAMES]`: run the figures, print the table,
-write the JSON. Exit 0 when the benchmark ran (missed targets are reported, not failures)."""
+"""`python -m bench [--quick] [--out PATH] [--only NAMES] [--no-variants]`: run the figures,
+print the table, write the JSON. Exit 0 when the benchmark ran (missed targets are reported, not
+failures)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import signal
 import sys
 import tempfile
@@ -65,6 +67,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help="small counts, about 2.5 minutes (CI)")
     parser.add_argument("--out", type=Path, default=Path("bench-results/latest.json"))
     parser.add_argument("--only", default="", help="comma-separated figure names")
+    parser.add_argument(
+        "--no-variants",
+        action="store_true",
+        help="leave out figure 5's report-only worker variants (each a worker process and a pair)",
+    )
     return parser.parse_args(argv)
 
 
@@ -77,6 +84,8 @@ async def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, task.cancel)
     profile = QUICK if args.quick else FULL
+    if args.no_variants:
+        profile = dataclasses.replace(profile, scale_variants=False)
     selected = figure_modules()
     if args.only:
         wanted = set(args.only.split(","))

@@ -19,9 +19,10 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.plugin import heartbeat_tuning
+from activities.sandbox_runner import workflow_runner
 from bench.bare_workflow import BareWorkflow
 from runtime.connect import data_converter
 from runtime.search_attributes import ensure_search_attributes
@@ -51,7 +52,7 @@ class Profile:
     """Pairs for the report-only decomposition (in-process fakes); one keeps `full` < 10 min."""
     scale_variants: bool
     """Whether to measure the report-only worker variants (compiled bytecode, `workflows/`
-    passed through the sandbox): `full` only, each costs a worker process and a pair."""
+    imported again per run): `full` only, each costs a worker process and a pair."""
     paused_runs: int
     replay_rounds: int
     replay_repeats: int
@@ -94,35 +95,25 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-PASSTHROUGH_MODULES = ("workflows",)
-"""With `passthrough`, the worker's sandbox takes these modules from the host instead of
-importing them again for every run: `workflows.agent` is the one the sandbox re-imports (and,
-under PYTHONDONTWRITEBYTECODE, compiles) per run, since the workflow's module is reloaded unless
-it is passed through; the others already are (`imports_passed_through`)."""
-
-
-def passthrough_runner() -> SandboxedWorkflowRunner:
-    return SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules(*PASSTHROUGH_MODULES)
-    )
-
-
 def worker(
     client: Client,
     task_queue: str,
     activities: Sequence[Callable[..., Any]],
     *,
-    passthrough: bool = False,
+    reimport: bool = False,
     **kw: Any,
 ) -> Worker:
-    """AgentWorkflow and the bare workflow on one worker, so both pay the same worker costs."""
-    if passthrough:
-        kw["workflow_runner"] = passthrough_runner()
+    """AgentWorkflow and the bare workflow on one worker, so both pay the same worker costs, in
+    the product's sandbox (`activities.sandbox_runner`: `workflows/` passed through). `reimport`:
+    Temporal's default sandbox instead, which imports `workflows.agent` again for every run (how
+    the worker ran before; a report-only variant)."""
+    runner = SandboxedWorkflowRunner() if reimport else workflow_runner()
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[AgentWorkflow, BareWorkflow],
         activities=list(activities),
+        workflow_runner=runner,
         **{**heartbeat_tuning(), **kw},
     )
 

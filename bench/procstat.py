@@ -43,3 +43,17 @@ def children(name: str, parent: int | None = None) -> list[int]:
         if ppid == parent and comm == name:
             found.append(int(entry.name))
     return found
+
+
+def thread_cpu_seconds(pid: int) -> dict[tuple[int, str], float]:
+    """User + system CPU time of each thread of `pid` so far, by (thread id, thread name)."""
+    out: dict[tuple[int, str], float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        name = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2 :].split()
+        out[(int(task.name), name)] = (int(fields[11]) + int(fields[12])) / TICKS
+    return out

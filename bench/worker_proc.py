@@ -10,8 +10,9 @@ Kinds:
   the messages read from `--floor-record` when its first round runs);
 - `logic`: AgentWorkflow with in-process fakes of the model and the tool, and the bare no-op steps.
 
-`--passthrough` passes `workflows/` through the workflow sandbox
-(`bench.harness.PASSTHROUGH_MODULES`); `--no-live-text` turns the live text of `call_llm` off.
+`--reimport` runs the workflows in Temporal's default sandbox (`workflows.agent` imported again
+for every run) instead of the product's (`activities.sandbox_runner`); `--no-live-text` turns
+the live text of `call_llm` off.
 Prints `ready` once polling; exits on SIGTERM.
 """
 
@@ -71,7 +72,7 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     async with (
         kind_activities(client, args) as activities,
-        worker(client, args.task_queue, activities, passthrough=args.passthrough),
+        worker(client, args.task_queue, activities, reimport=args.reimport),
     ):
         print("ready", flush=True)
         await stop.wait()
@@ -110,7 +111,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--llm-url", help="fair: the fake model server's base URL")
     parser.add_argument("--workdir", help="fair: where the workspace and state go")
     parser.add_argument("--floor-record", help="fair: the reference run's record (JSON)")
-    parser.add_argument("--passthrough", action="store_true")
+    parser.add_argument("--reimport", action="store_true")
     parser.add_argument("--no-live-text", action="store_true", help="fair: AGENT_STREAM_DELTAS off")
     args = parser.parse_args(argv)
     if args.kind == "fair" and not (args.llm_url and args.workdir and args.floor_record):

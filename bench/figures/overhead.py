@@ -157,7 +157,7 @@ async def measure(b: Bench) -> list[Figure]:
             floor=bare_ms,
             floor_label="fair floor",
             target_kind="ratio_max",
-            target=1.10,
+            target=1.05,
             note=note,
         ),
         Figure(

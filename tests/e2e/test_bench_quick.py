@@ -36,6 +36,7 @@ FIGURES = [
     "cancel.immediate",
     "approval.signal_to_tool",
     "scale.throughput",
+    "scale.worker_cpu_per_round",
     "scale.throughput_logic",
     "scale.paused_rss",
     "scale.approve_all",

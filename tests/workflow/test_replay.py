@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from temporalio import workflow
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
+from activities.sandbox_runner import workflow_runner
 from runtime.connect import data_converter
 from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunResult, ToolSpec
@@ -181,3 +183,19 @@ async def test_replay_catches_nondeterminism(name):
     assert isinstance(result.replay_failure, workflow.NondeterminismError), result.replay_failure
     with pytest.raises(workflow.NondeterminismError):
         await replayer.replay_workflow(load(path))
+
+
+async def test_replay_in_the_products_sandbox():
+    # Workers run AgentWorkflow with `workflows/` passed through the sandbox (not imported again
+    # per run): every recorded history replays there too (one replayer, all histories).
+    async def histories() -> AsyncIterator[WorkflowHistory]:
+        for path in HISTORIES:
+            yield load(path)
+
+    replayer = Replayer(
+        workflows=[AgentWorkflow],
+        data_converter=data_converter(),
+        workflow_runner=workflow_runner(),
+    )
+    results = await replayer.replay_workflows(histories(), raise_on_replay_failure=False)
+    assert dict(results.replay_failures) == {}
