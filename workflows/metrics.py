@@ -43,7 +43,8 @@ APPROVALS = "agent_approvals"
 APPROVAL_WAIT = "agent_approval_wait_seconds"
 COMPACTIONS = "agent_compactions"
 WAITING = "agent_runs_waiting_for_person"
-WAITING_PHASE = "awaiting_approval"
+WAITING_PHASES = ("awaiting_approval", "awaiting_answer")
+"""The phases in which a run waits for a person (a call to approve, a question to answer)."""
 
 
 def _meter() -> MetricMeter | None:
@@ -87,9 +88,10 @@ def bind_waiting_gauge(namespace: str, task_queue: str, meter: MetricMeter) -> N
 
 
 def phase_changed(phase: str) -> None:
-    """The run's phase changed: it waits for a person exactly while it is `awaiting_approval`."""
+    """The run's phase changed: it waits for a person exactly while it is `awaiting_approval` or
+    `awaiting_answer`."""
     if workflow.in_workflow():
-        _mark(phase == WAITING_PHASE)
+        _mark(phase in WAITING_PHASES)
 
 
 def run_left() -> None:

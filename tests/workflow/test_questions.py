@@ -230,3 +230,35 @@ async def test_a_signed_answer_is_checked_by_the_worker_and_a_forged_one_refused
     assert answer.approver == "alice" and answer.groups == ["ops"] and answer.answer == "blue"
     tool = next(m for m in result.messages if m.role == "tool")
     assert json.loads(tool.content)["data"] == {"answer": "blue"}
+
+
+async def test_a_question_and_a_call_waiting_together(client, task_queue):
+    from workflows.metrics import waiting_here
+
+    fake = FakeAgentActivities(
+        replies=[
+            calls(("call_1", ASK_USER, COLOR), ("call_2", "delete_path", '{"path": "logs"}')),
+            text("done"),
+        ]
+    )
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, prompt(ask_user=True))
+        st = await wait_for_phase(handle, "awaiting_answer")
+        assert [c.id for c in st.pending_approvals] == ["call_2"]
+        assert [q.call_id for q in st.pending_questions] == ["call_1"]
+        assert waiting_here(client.namespace, task_queue) == 1  # a person is waited for
+        await handle.execute_update(
+            names.UPDATE_SUBMIT_ANSWER, {"call_id": "call_1", "answer": "red"}
+        )
+        st = await wait_for_phase(handle, "awaiting_approval")
+        assert st.pending_questions == [] and [c.id for c in st.pending_approvals] == ["call_2"]
+        await handle.execute_update(
+            names.UPDATE_SUBMIT_APPROVAL, {"call_id": "call_2", "approved": True}
+        )
+        result = await handle.result()
+        evs = await events(handle)
+    assert fake.tools_run == ["call_2"]
+    tools = [m.tool_call_id for m in result.messages if m.role == "tool"]
+    assert tools == ["call_1", "call_2"]  # in call order
+    (awaiting,) = of_type(evs, "awaiting_approval")
+    assert [c.id for c in awaiting.pending] == ["call_2"]
