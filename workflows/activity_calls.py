@@ -109,12 +109,23 @@ async def worker_policy() -> WorkerPolicy:
     return policy
 
 
-async def worker_setup() -> WorkerSetup:
+async def worker_setup(*, local: bool = False) -> WorkerSetup:
+    """The worker's setup. `local`: read by the worker running the run (a local activity: one
+    marker in history, where an activity task writes three events and a workflow task three)."""
+    summary = "read the worker's tools, rules and model window"
+    if local:
+        here: WorkerSetup = await workflow.execute_local_activity(
+            names.ACTIVITY_WORKER_SETUP,
+            result_type=WorkerSetup,
+            start_to_close_timeout=SETUP_TIMEOUT,
+            summary=summary,
+        )
+        return here
     setup: WorkerSetup = await workflow.execute_activity(
         names.ACTIVITY_WORKER_SETUP,
         result_type=WorkerSetup,
         start_to_close_timeout=SETUP_TIMEOUT,
-        summary="read the worker's tools, rules and model window",
+        summary=summary,
     )
     return setup
 

@@ -27,7 +27,8 @@ async def read_setup(
         # value carried over.
         first = state.setup is None
         if first or rules.setup_every_generation:
-            setup = state.setup = await calls.worker_setup()
+            setup = await calls.worker_setup(local=rules.setup_on_the_run_worker)
+            state.setup = setup
             approvals.know_tools(setup.tools)
             state.worker_policy = setup.policy
             if first:

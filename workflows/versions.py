@@ -82,6 +82,9 @@ class Rules:
     activity (else: `list_tools`, and the worker's rules by `read_worker_rules`)."""
     setup_every_generation: bool = True
     """The worker's setup is read again by every generation (else: only the first)."""
+    setup_on_the_run_worker: bool = True
+    """The worker's setup is read by the worker running the run, as a local activity (a marker
+    in history; else an activity task: three events more and a workflow task of three)."""
     strict_continuation: bool = True
     """A hand-over given at a plain start is refused, as are duplicate call ids in the input."""
     real_handovers_only: bool = True
@@ -172,7 +175,12 @@ class Rules:
     @classmethod
     def sound_seams(cls) -> Rules:
         """The fourth release (0.4)."""
-        return replace(cls.this_release(), verify_signed_answers=False, questions=False)
+        return replace(
+            cls.this_release(),
+            verify_signed_answers=False,
+            questions=False,
+            setup_on_the_run_worker=False,
+        )
 
     @classmethod
     def trust_and_time(cls) -> Rules:
