@@ -147,6 +147,8 @@ class AgentActivities:
             payload_store=self._settings.payload_store,
             notify=self._notifier.enabled,
             ask_user=self._settings.ask_user,
+            max_run_tokens=self._settings.max_run_tokens,
+            budget_groups=list(self._settings.budget_groups),
         )
 
     # -------------------------------------------------------------- call_llm

@@ -97,6 +97,20 @@ def _whole(raw: object) -> int:
     return value
 
 
+_GROUP = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+
+
+def _groups(raw: object) -> tuple[str, ...]:
+    """Group names, comma- or space-separated (as the web users file names them)."""
+    groups = [n for n in re.split(r"[\s,]+", str(raw).strip()) if n]
+    for group in groups:
+        if not _GROUP.fullmatch(group):
+            raise ValueError(
+                f"lists {group[:40]!r}, which is not a group name (letters, digits, _ . -)"
+            )
+    return tuple(dict.fromkeys(groups))
+
+
 def _names(raw: object) -> tuple[str, ...]:
     names = [n for n in re.split(r"[\s,]+", str(raw).strip()) if n]
     for name in names:
@@ -505,6 +519,21 @@ class Environment(BaseSettings):
         " at start",
         shown="*(none)*",
         readme=True,
+    )
+    max_run_tokens: Annotated[int | None, BeforeValidator(_whole)] = setting(
+        "AGENT_MAX_RUN_TOKENS",
+        None,
+        "the most tokens (prompt and completion, as the provider counts them) a run may spend"
+        " before it waits for a person to grant more; a run's `options.max_run_tokens` may be"
+        " lower, never higher",
+        shown="*(none: no budget)*",
+    )
+    budget_groups: Annotated[tuple[str, ...], BeforeValidator(_groups)] = setting(
+        "AGENT_BUDGET_GROUPS",
+        (),
+        "groups (comma-separated) whose people alone may grant tokens to a run at its budget,"
+        " or stop it",
+        shown="*(none: anyone who may answer)*",
     )
     tools: Annotated[tuple[str, ...], BeforeValidator(_tool_specs)] = setting(
         "AGENT_TOOLS",

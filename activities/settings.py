@@ -172,6 +172,12 @@ class Settings:
     sealed in history does not go out in the clear unless asked for)."""
     inbox_url: str | None = None
     """`AGENT_INBOX_URL`: the web inbox's address; a notification links to `INBOX/runs/{id}`."""
+    max_run_tokens: int | None = None
+    """`AGENT_MAX_RUN_TOKENS`: the cap on a run's token budget (a run's `max_run_tokens` may be
+    lower, never higher); None: runs have a budget only when they ask for one."""
+    budget_groups: tuple[str, ...] = ()
+    """`AGENT_BUDGET_GROUPS`: the groups whose people alone may grant tokens or stop a run at its
+    budget; empty: anyone who may answer."""
     trace_content: bool = False
     """`AGENT_TRACE_CONTENT=true`: the model-call and tool-call spans carry the messages, the
     arguments and the results (default: names, sizes and outcomes only)."""
@@ -241,6 +247,8 @@ class Settings:
             trace_content=given.trace_content,
             approver_key=approver_key_bytes(given.approver_key) if given.approver_key else None,
             ask_user=given.ask_user,
+            max_run_tokens=given.max_run_tokens,
+            budget_groups=given.budget_groups,
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:

@@ -18,6 +18,7 @@ from runtime.shown_commands import starter_command
 from runtime.telemetry import install_quiet_runtime
 from starter import commands
 from starter.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, cannot_reach, translate
+from starter.grant import cmd_grant
 from starter.output import Output
 
 Command = Callable[[commands.Ctx, argparse.Namespace], Awaitable[int]]
@@ -34,6 +35,16 @@ def _non_negative_int(text: str) -> int:
     value = int(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a whole number above 0, got {text}")
     return value
 
 
@@ -125,6 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="offer the model the ask_user tool: questions that wait for a person's answer",
     )
+    run.add_argument(
+        "--max-run-tokens",
+        type=_positive_int,
+        metavar="N",
+        help="the run's token budget: at it, the run waits for a person to grant more",
+    )
     run.add_argument("--tools", metavar="A,B", help="allow only these tools")
     run.add_argument(
         "--approval-required", metavar="A,B", help="also require approval for these tools"
@@ -176,6 +193,17 @@ def build_parser() -> argparse.ArgumentParser:
         " (otherwise the TEXTs are joined with spaces)",
     )
     answer.add_argument("--approver", help="who answers (default: your OS user)")
+
+    grant = sub.add_parser(
+        "grant", parents=[common], help="more tokens for a run at its budget, or stop it"
+    )
+    grant.add_argument("workflow_id")
+    grant.add_argument(
+        "tokens", nargs="?", type=_positive_int, help="how many tokens to add to its budget"
+    )
+    grant.add_argument(
+        "--stop", action="store_true", help="stop the run at its budget (it finishes `budget`)"
+    )
 
     policy = sub.add_parser("policy", parents=[common], help="a run's effective approval rules")
     policy.add_argument("workflow_id")
@@ -266,6 +294,7 @@ COMMANDS: dict[str, Command] = {
     "pending": commands.cmd_pending,
     "policy": commands.cmd_policy,
     "audit": commands.cmd_audit,
+    "grant": cmd_grant,
 }
 
 

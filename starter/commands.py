@@ -22,6 +22,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.approver_key import ApproverKey
 from runtime.connect import task_queue
 from starter.audit_table import audit_lines
+from starter.budget_text import used_line
 from starter.errors import (
     EXIT_ERROR,
     EXIT_OK,
@@ -188,6 +189,8 @@ async def cmd_run(ctx: Ctx, args: argparse.Namespace) -> int:
         options["ask_user"] = True
     if args.max_rounds is not None:
         options["max_rounds"] = args.max_rounds
+    if args.max_run_tokens is not None:
+        options["max_run_tokens"] = args.max_run_tokens
     if args.approval_timeout is not None:
         options["approval_timeout_seconds"] = args.approval_timeout
     if args.tools is not None:
@@ -533,6 +536,12 @@ async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
                 f"{visible(run.workflow_id)} ({calls} pending;"
                 " details unavailable until a worker answers)"
             )
+            continue
+        if run.budget is not None:
+            ctx.out.line(
+                f"{visible(run.workflow_id)} (round {status.round}, {used_line(run.budget)})"
+            )
+            ctx.out.line(f"    {cli_name()} grant {visible(run.workflow_id)} TOKENS | --stop")
             continue
         waited = age(status.awaiting_since)
         ctx.out.line(f"{visible(run.workflow_id)} (round {status.round}, waiting {waited}):")

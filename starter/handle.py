@@ -35,6 +35,8 @@ from workflows.model import (
     AgentRunResult,
     AgentStatus,
     AuditView,
+    BudgetGrant,
+    BudgetStatus,
     CancelRequest,
     ChatMessage,
     PendingQuestion,
@@ -170,6 +172,17 @@ class AgentHandle:
         )
         view: PolicyView = await self._worker(update, None)
         return view
+
+    async def grant(self, grant: BudgetGrant) -> BudgetStatus:
+        """More tokens for the run, or stop it at its budget (`grant_budget`); the budget after
+        it. WorkflowUpdateFailedError when the workflow refuses it (it then changed nothing)."""
+        update = self.raw.execute_update(
+            names.UPDATE_GRANT_BUDGET,
+            grant.model_dump(exclude_none=True, exclude_defaults=True),
+            result_type=BudgetStatus,
+        )
+        budget: BudgetStatus = await self._worker(update, None)
+        return budget
 
     async def answer(
         self,

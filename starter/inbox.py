@@ -22,18 +22,21 @@ from temporalio.service import RPCError, RPCStatusCode
 from starter.handle import AgentHandle
 from workflows import names
 from workflows.arguments import arguments_digest
-from workflows.model import AgentStatus, ChatMessage, PendingQuestion, ToolCall
+from workflows.model import AgentStatus, BudgetStatus, ChatMessage, PendingQuestion, ToolCall
 
 log = logging.getLogger(__name__)
 
 DETAILS_TIMEOUT_SECONDS = 3.0
 
+FOR_A_PERSON = ("awaiting_approval", "awaiting_answer", "budget_exhausted")
+"""The phases in which a run waits for a person: calls to approve, questions to answer, a token
+budget to grant."""
+_PHASES = ", ".join(f'"{phase}"' for phase in FOR_A_PERSON)
 INBOX_QUERY = (
-    f'WorkflowType="{names.WORKFLOW_TYPE}"'
-    f' AND {names.AGENT_STATUS.name} IN ("awaiting_approval", "awaiting_answer")'
+    f'WorkflowType="{names.WORKFLOW_TYPE}" AND {names.AGENT_STATUS.name} IN ({_PHASES})'
     ' AND ExecutionStatus="Running"'
 )
-"""Runs waiting for a person (to approve calls, or to answer a question). A run that was
+"""Runs waiting for a person (to approve calls, answer a question, or grant tokens). A run that was
 terminated while waiting keeps its last `AgentStatus`, so only open runs count (and a query to
 a closed one would wait for a worker)."""
 
@@ -63,6 +66,14 @@ class WaitingRun:
     it is refused if another run took this workflow id since."""
     context: Context | None = None
     """Asked for by the web inbox only."""
+
+    @property
+    def budget(self) -> BudgetStatus | None:
+        """The run's token budget while it waits at it (`budget_exhausted`), else None."""
+        status = self.status
+        if status is None or status.phase != "budget_exhausted":
+            return None
+        return status.budget
 
     @property
     def pending(self) -> list[ToolCall]:
@@ -111,6 +122,7 @@ class WaitingRun:
             "questions": [q.model_dump(mode="json") for q in status.pending_questions],
             "details": "available",
             "pins": self.pins(),
+            **({"budget": self.budget.model_dump()} if self.budget else {}),
         }
 
     def pins(self) -> list[dict[str, str | None]]:
@@ -159,8 +171,7 @@ async def details(
         if err.status == RPCStatusCode.NOT_FOUND:
             raise RunGone(execution.id) from None
         raise
-    waits = status.phase in ("awaiting_approval", "awaiting_answer")
-    if not waits or not (status.pending_approvals or status.pending_questions):
+    if not waits_for_person(status):
         return None
     context = None
     if with_context:
@@ -177,6 +188,14 @@ async def details(
         status.run_id or execution.raw_info.first_run_id or await handle.first_run_id(),
         context,
     )
+
+
+def waits_for_person(status: AgentStatus) -> bool:
+    """Calls to approve, questions to answer, or a token budget to grant."""
+    if status.phase == "budget_exhausted":
+        return status.budget is not None
+    waits = status.phase in ("awaiting_approval", "awaiting_answer")
+    return waits and bool(status.pending_approvals or status.pending_questions)
 
 
 def unavailable(execution: WorkflowExecution) -> WaitingRun:

@@ -57,6 +57,7 @@ _PHASES: tuple[Phase, ...] = (
     "awaiting_answer",
     "waiting_for_message",
     "finished",
+    "budget_exhausted",
 )
 
 

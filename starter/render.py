@@ -8,6 +8,7 @@ import json
 import re
 from datetime import UTC, datetime
 
+from starter.budget_text import budget_event_line
 from workflows.arguments import parse_arguments
 from workflows.model import (
     AgentEvent,
@@ -146,6 +147,8 @@ def event_line(event: AgentEvent) -> str:
             f"{r} compaction: the model's view {event.before_tokens:,} → {event.after_tokens:,}"
             f" tokens ({how})"
         )
+    if (line := budget_event_line(event)) is not None:
+        return f"{r} {line}"
     return f"{r} {event.type}"  # pragma: no cover - every type is handled above
 
 

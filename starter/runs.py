@@ -44,26 +44,34 @@ CHAIN_LIMIT = 2_000
 MAX_TEXT_CHARS = 200
 LIST_TIMEOUT = timedelta(seconds=10)
 
-OPEN_STATUSES = ("running", "awaiting_approval", "awaiting_answer", "waiting_for_message")
-FINISH_REASONS = ("stop", "max_rounds", "cancelled", "error")
+OPEN_STATUSES = (
+    "running",
+    "awaiting_approval",
+    "awaiting_answer",
+    "waiting_for_message",
+    "budget_exhausted",
+)
+FINISH_REASONS = ("stop", "max_rounds", "cancelled", "error", "budget")
 ENDED_BY_TEMPORAL = ("terminated", "timed_out", "failed")
 STATUSES = (*OPEN_STATUSES, "finished", *FINISH_REASONS, *ENDED_BY_TEMPORAL)
 """What `status` filters by. A row's status is one of these; `finished` is every run that
-finished by itself (the row says how: `stop`, `max_rounds`, `cancelled`, `error`, or `finished`
-when its memo does not say)."""
+finished by itself (the row says how: `stop`, `max_rounds`, `cancelled`, `error`, `budget`, or
+`finished` when its memo does not say)."""
 
 BASE_QUERY = f'WorkflowType="{names.WORKFLOW_TYPE}" AND ExecutionStatus!="ContinuedAsNew"'
-_WAITING = '("awaiting_approval", "awaiting_answer", "waiting_for_message")'
+_WAITING = '("awaiting_approval", "awaiting_answer", "waiting_for_message", "budget_exhausted")'
 _PHASE = names.AGENT_STATUS.name
 STATUS_QUERIES = {
     "running": f'ExecutionStatus="Running" AND ({_PHASE} IS NULL OR {_PHASE} NOT IN {_WAITING})',
     "awaiting_approval": f'ExecutionStatus="Running" AND {_PHASE}="awaiting_approval"',
     "awaiting_answer": f'ExecutionStatus="Running" AND {_PHASE}="awaiting_answer"',
     "waiting_for_message": f'ExecutionStatus="Running" AND {_PHASE}="waiting_for_message"',
+    "budget_exhausted": f'ExecutionStatus="Running" AND {_PHASE}="budget_exhausted"',
     "finished": 'ExecutionStatus IN ("Completed", "Canceled")',
     "stop": 'ExecutionStatus="Completed"',
     "max_rounds": 'ExecutionStatus="Completed"',
     "error": 'ExecutionStatus="Completed"',
+    "budget": 'ExecutionStatus="Completed"',
     "cancelled": 'ExecutionStatus IN ("Completed", "Canceled")',
     "terminated": 'ExecutionStatus="Terminated"',
     "timed_out": 'ExecutionStatus="TimedOut"',

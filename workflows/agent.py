@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.asking import Questions
     from workflows.audit import audit_memo, audit_view, prompt_memo
     from workflows.batch import Batch, InFlight
+    from workflows.budget import Budget
     from workflows.compaction import Compactor
     from workflows.conversation import Conversation
     from workflows.doors import Doors
@@ -35,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         Parsed,
         parse_approval_policy,
         parse_cancel,
+        parse_grant,
         parse_user_message,
     )
     from workflows.live_stream import STREAM_PUBLISH_SIGNAL, LiveStream
@@ -46,6 +48,8 @@ with workflow.unsafe.imports_passed_through():
         AgentStatus,
         AuditView,
         BaseEvent,
+        BudgetGrant,
+        BudgetStatus,
         CancelRequest,
         ChatMessage,
         ErrorEvent,
@@ -196,6 +200,9 @@ class AgentWorkflow:
             cancel_requested=lambda: self._state.cancel is not None,
         )
         self._live = LiveStream(self._state.stream, self._warn, sealed_only=sealed_only)
+        self._budget = Budget(
+            self._state, enabled=rules.token_budget, emit=self._emit, set_phase=self._set_phase
+        )
 
     # ------------------------------------------------------------------ run
 
@@ -289,7 +296,11 @@ class AgentWorkflow:
                     return self._finish("max_rounds")
                 self._turns.end(round_limit_warning(state.messages, limit, session=True))
                 continue
-            # 4. Call the model.
+            # 4. Call the model (within the token budget, else wait for a person).
+            if self._budget.spent():
+                if await self._budget.wait(handing_over=self._should_continue_as_new):
+                    return self._finish("budget")
+                continue
             response = await self._ask_model()
             if response is None:
                 if self._finish_reason is not None:
@@ -513,6 +524,33 @@ class AgentWorkflow:
             raise ApplicationError(problem, type="InvalidApprovalPolicy", non_retryable=True)
         return list(parsed.value.rules)
 
+    @workflow.update(name=names.UPDATE_GRANT_BUDGET)
+    async def grant_budget(self, payload: RawValue) -> BudgetStatus:
+        """More tokens for the run (`{"tokens": N}`), or stop it at its budget (`{"stop":
+        true}`); a signed grant is checked by the worker first. The budget after it."""
+        grant = self._validated_grant(payload)
+        if (problem := await self._budget.signature_problem(grant)) is not None:
+            raise ApplicationError(problem, type="InvalidGrant", non_retryable=True)
+        return self._budget.grant(self._validated_grant(payload))  # as the run stands now
+
+    @grant_budget.validator
+    def _validate_grant_budget(self, payload: RawValue) -> None:
+        self._validated_grant(payload)
+
+    def _validated_grant(self, payload: RawValue) -> BudgetGrant:
+        value, error = self._doors.update(names.UPDATE_GRANT_BUDGET, payload)
+        grant = None
+        if error is None:
+            parsed = parse_grant(value)
+            grant, error = parsed.value, parsed.error
+        if grant is not None:
+            setup = self._state.setup
+            allowed = setup.budget_groups if setup is not None else []
+            error = self._budget.refusal(grant, allowed=allowed, finished=self._finished)
+        if grant is None or error is not None:
+            raise ApplicationError(str(error), type="InvalidGrant", non_retryable=True)
+        return grant
+
     @workflow.query(name=names.QUERY_POLICY)
     def policy(self) -> PolicyView:
         return self._approvals.policy.view()
@@ -532,6 +570,7 @@ class AgentWorkflow:
             decided=[] if self._finished else self._approvals.decided(),
             run_id=workflow.info().first_execution_run_id,
             pending_questions=[] if self._finished else self._questions.shown(),
+            budget=self._budget.status(),
         )
 
     @workflow.query(name=names.QUERY_EVENTS)

@@ -17,6 +17,7 @@ from temporalio.common import RawValue
 
 from workflows.bounds import ECHO_CHARS, MAX_APPROVER_CHARS, MAX_ARGUMENT_CHARS
 from workflows.model import (
+    BudgetGrant,
     CancelRequest,
     ChatMessage,
     ToolApprovalResponse,
@@ -84,6 +85,16 @@ def parse_cancel(payload: object) -> Parsed[CancelRequest]:
     value, error = _validate(CancelRequest, payload, "cancel request")
     if error is not None or not isinstance(value, CancelRequest):
         return Parsed(error=error)
+    return Parsed(value=value)
+
+
+def parse_grant(payload: object) -> Parsed[BudgetGrant]:
+    """`grant_budget` takes `{"tokens": N}` or `{"stop": true}`, with who grants."""
+    value, error = _validate(BudgetGrant, payload, "grant")
+    if error is not None or not isinstance(value, BudgetGrant):
+        return Parsed(error=error)
+    if value.approver is not None and len(value.approver) > MAX_APPROVER_CHARS:
+        return Parsed(error=f"invalid grant: approver is longer than {MAX_APPROVER_CHARS}")
     return Parsed(value=value)
 
 

@@ -18,6 +18,7 @@ from pydantic import (
     PrivateAttr,
     SerializerFunctionWrapHandler,
     StrictBool,
+    StrictInt,
     StrictStr,
     ValidationError,
     ValidationInfo,
@@ -39,9 +40,14 @@ SIGNATURE_PATTERN = r"^[A-Za-z0-9+/]{43}=$"
 """An HMAC-SHA256 in standard base64."""
 
 Role = Literal["system", "user", "assistant", "tool"]
-FinishReason = Literal["stop", "max_rounds", "cancelled", "error"]
+FinishReason = Literal["stop", "max_rounds", "cancelled", "error", "budget"]
 Phase = Literal[
-    "running", "awaiting_approval", "awaiting_answer", "waiting_for_message", "finished"
+    "running",
+    "awaiting_approval",
+    "awaiting_answer",
+    "waiting_for_message",
+    "finished",
+    "budget_exhausted",
 ]
 ApprovalTimeoutPolicy = Literal["cancel", "reject"]
 ApprovalSource = Literal["person", "policy", "timeout", "seed"]
@@ -322,13 +328,20 @@ class AgentRunOptions(BaseModel):
     ask_user: bool | None = Field(default=None, exclude_if=lambda value: value is None)
     """Offer the model the `ask_user` tool: a question to a person, whose answer is the tool's
     result (`workflows.questions`). None: the worker's `AGENT_ASK_USER`."""
-    """The same call with the same arguments runs at most this many times in a run; the next
-    one is answered "you already have that result" without running or asking anyone."""
+    max_run_tokens: Annotated[int, Field(gt=0)] | None = None
+    """The run's token budget: the prompt and completion tokens the provider reported, all
+    model calls added up. At it the run pauses (`budget_exhausted`) until a person grants more
+    (`grant_budget`) or stops it; the worker's `AGENT_MAX_RUN_TOKENS` is the most it may be."""
 
 
 class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+    @property
+    def total(self) -> int:
+        """Every token the provider counted: what a run's token budget spends."""
+        return self.prompt_tokens + self.completion_tokens
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -526,6 +539,35 @@ class CompactionEvent(BaseEvent):
     """Recent tool results too big for the window, cut in the view to what fits."""
 
 
+class BudgetExhaustedEvent(BaseEvent):
+    """The run's tokens reached its budget: it calls the model no more until a person grants
+    more tokens or stops it."""
+
+    type: Literal["budget_exhausted"] = "budget_exhausted"
+    used: int
+    limit: int
+
+
+class BudgetGrantedEvent(BaseEvent):
+    """A person granted the run more tokens (`grant_budget {"tokens": N}`)."""
+
+    type: Literal["budget_granted"] = "budget_granted"
+    tokens: int
+    limit: int
+    """The budget after the grant."""
+    approver: str | None = None
+
+
+class BudgetStoppedEvent(BaseEvent):
+    """A person stopped the run at its budget (`grant_budget {"stop": true}`): it finishes
+    with reason `budget`."""
+
+    type: Literal["budget_stopped"] = "budget_stopped"
+    used: int
+    limit: int
+    approver: str | None = None
+
+
 AgentEvent = Annotated[
     TextDeltaEvent
     | ToolCallEvent
@@ -537,7 +579,10 @@ AgentEvent = Annotated[
     | FinishedEvent
     | CompactionEvent
     | QuestionEvent
-    | AnswerEvent,
+    | AnswerEvent
+    | BudgetExhaustedEvent
+    | BudgetGrantedEvent
+    | BudgetStoppedEvent,
     Field(discriminator="type"),
 ]
 
@@ -562,6 +607,59 @@ class StreamDelta(BaseModel):
 
 
 # ---- Results and queries ----
+
+
+class BudgetStatus(BaseModel):
+    """A run's token budget: `used` of `limit` tokens (`granted` of them given by people)."""
+
+    used: int
+    limit: int
+    granted: int = 0
+
+
+MAX_GRANT_TOKENS = 1_000_000_000_000
+"""The most tokens one grant may add."""
+
+
+class BudgetGrant(BaseModel):
+    """The `grant_budget` update's payload: `{"tokens": N}` adds N tokens to the run's budget,
+    `{"stop": true}` stops a run that waits at its budget (it finishes `budget`). Who grants
+    (`approver`, the `groups` they belong to) is set by the web app or the starter, which sign
+    it when they hold `AGENT_APPROVER_KEY` (as answers are: `workflows.budget.verify_request`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tokens: Annotated[StrictInt, Field(gt=0, le=MAX_GRANT_TOKENS)] | None = None
+    stop: StrictBool = False
+    approver: StrictStr | None = None
+    groups: Annotated[list[GroupName], Field(max_length=MAX_GROUPS)] = Field(default_factory=list)
+    signed_at: Annotated[StrictStr, Field(pattern=SIGNED_AT_PATTERN)] | None = None
+    signature: Annotated[StrictStr, Field(pattern=SIGNATURE_PATTERN)] | None = None
+    """HMAC-SHA256 (base64) under `AGENT_APPROVER_KEY`, as an answer's, of the decision
+    (`grant:N` or `stop`) for the budget as it stands (`budget:<limit>` in place of a call)."""
+
+    @model_validator(mode="after")
+    def _tokens_or_stop(self) -> BudgetGrant:
+        if self.stop and self.tokens is not None:
+            raise ValueError('give either "tokens" or "stop", not both')
+        if not self.stop and self.tokens is None:
+            raise ValueError('give "tokens": N (more than 0) or "stop": true')
+        if self.signature is not None and (self.signed_at is None or self.approver is None):
+            raise ValueError("a signature needs signed_at and approver")
+        if self.signed_at is not None and self.signature is None:
+            raise ValueError("signed_at is only taken with a signature")
+        return self
+
+
+class BudgetState(BaseModel):
+    """A run's token budget as it carries it across continue-as-new (only runs that have one)."""
+
+    granted: int = 0
+    """Tokens people granted on top of the run's limit."""
+    stopped_by: str | None = None
+    """Set when a person stopped the run at its budget (`""`: no name given)."""
+    announced: bool = False
+    """The current exhaustion was announced (`budget_exhausted` event)."""
 
 
 class AgentRunResult(BaseModel):
@@ -590,6 +688,9 @@ class AgentStatus(BaseModel):
     person's answer carries as `run_id`."""
     pending_questions: list[PendingQuestion] = Field(default_factory=list)
     """The model's questions (`ask_user`) waiting for a person's answer (`submit_answer`)."""
+    budget: BudgetStatus | None = None
+    """The run's token budget, when it has one (`options.max_run_tokens`,
+    `AGENT_MAX_RUN_TOKENS`)."""
 
 
 # ---- Activity contracts ----
@@ -681,6 +782,10 @@ class WorkerSetup(BaseModel):
     ask_user: bool = False
     """The worker's AGENT_ASK_USER: runs that do not set `options.ask_user` offer the model the
     `ask_user` tool."""
+    max_run_tokens: int | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The worker's cap on a run's token budget (AGENT_MAX_RUN_TOKENS); left out when unset."""
+    budget_groups: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
+    """Who may grant tokens (AGENT_BUDGET_GROUPS); empty: anyone who may answer."""
 
 
 class NotifyRequest(BaseModel):
@@ -863,6 +968,8 @@ class AgentState(BaseModel):
     """The answers to the pending `ask_user` calls, by call id (cleared when the batch runs)."""
     asked_questions: list[str] = Field(default_factory=list)
     """The pending `ask_user` calls whose `question` event was emitted."""
+    budget: BudgetState | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The token budget's grants and stop (runs with a budget only; left out otherwise)."""
     cut_off: dict[str, int | None] = Field(default_factory=dict)
     """Pending calls of a reply cut off at the token limit (`finish_reason: length`), with the
     `max_tokens` the request carried: a call whose arguments were cut is told so."""

@@ -144,6 +144,9 @@ class Rules:
     """An empty reply is asked again once, with a nudge."""
     llm_retried_until_given_up: bool = True
     """The model call is retried until the activity itself gives up."""
+    token_budget: bool = True
+    """At its token budget (`options.max_run_tokens`, the worker's `AGENT_MAX_RUN_TOKENS`) the
+    run calls the model no more and waits for a person to grant more or stop it."""
 
     # ---- what people are told
     length_warning_names_limit: bool = True
@@ -180,6 +183,7 @@ class Rules:
             verify_signed_answers=False,
             questions=False,
             setup_on_the_run_worker=False,
+            token_budget=False,
         )
 
     @classmethod

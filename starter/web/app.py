@@ -37,7 +37,7 @@ from starter.render import age, answer_text, audit_arguments, decided_by, event_
 from starter.request_guards import MIB, AsciiHeaders, LimitedBody, LoopbackHostOnly
 from starter.runs import PAGE_SIZE as RUNS_PAGE_SIZE
 from starter.runs import STATUSES, BadFilter, RunRow, list_runs, parse_filter
-from starter.web import actions
+from starter.web import actions, grants
 from starter.web.auth import (
     CSRF_FIELD,
     SESSION_COOKIE,
@@ -496,6 +496,19 @@ class WebApp:
         self.inbox.poke()
         return JSONResponse(answer, status_code=code)
 
+    async def api_grant(self, request: Request, who: Identity) -> Response:
+        body, bad = await self.json_body(request)
+        if bad is not None:
+            return bad
+        workflow_id = workflow_id_of(request)
+        users = self.guard.users
+        groups = users.groups_of(who.user) if users is not None and who.via != "local" else ()
+        code, answer = await grants.grant(
+            self.client, workflow_id, body, who.user, groups=groups, key=self.approver_key
+        )
+        self.inbox.poke()
+        return JSONResponse(answer, status_code=code)
+
     async def api_cancel(self, request: Request, who: Identity) -> Response:
         body, bad = await self.json_body(request)
         if bad is not None:
@@ -539,6 +552,11 @@ class WebApp:
             Route(
                 "/api/runs/{workflow_id}/answers",
                 api(self.api_answer, changes=True),
+                methods=["POST"],
+            ),
+            Route(
+                "/api/runs/{workflow_id}/budget",
+                api(self.api_grant, changes=True),
                 methods=["POST"],
             ),
             Route(

@@ -40,6 +40,7 @@ from starter.inbox import (
     list_waiting,
     newest_wait_first,
     unavailable,
+    waits_for_person,
 )
 from starter.record import RunRecord
 from starter.watch import Ended, Quiet, Restart, Text, watch
@@ -285,10 +286,7 @@ class RunWatch:
     def waiting(self) -> WaitingRun | None:
         """The run as an inbox entry while it waits for a person, else None."""
         status = self.state.status
-        waits = status is not None and status.phase in ("awaiting_approval", "awaiting_answer")
-        if self.state.closed or status is None or not waits:
-            return None
-        if not status.pending_approvals and not status.pending_questions:
+        if self.state.closed or status is None or not waits_for_person(status):
             return None
         return WaitingRun(
             self.workflow_id,

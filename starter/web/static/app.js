@@ -6,15 +6,21 @@
   const csrf = (document.querySelector('meta[name="csrf-token"]') || {}).content || "";
 
   function show(kind, text) {
+    showAll(kind, text ? [text] : []);
+  }
+
+  // One line each (a batch says what happened to every call).
+  function showAll(kind, lines) {
     const box = document.getElementById(kind === "alert" ? "alerts" : "notes");
     if (!box) return;
     box.replaceChildren();
-    if (!text) return;
-    const p = document.createElement("p");
-    if (kind === "alert") p.setAttribute("role", "alert");
-    p.className = kind === "alert" ? "refusal" : "note";
-    p.textContent = text;
-    box.appendChild(p);
+    lines.forEach(function (text) {
+      const p = document.createElement("p");
+      if (kind === "alert") p.setAttribute("role", "alert");
+      p.className = kind === "alert" ? "refusal" : "note";
+      p.textContent = text;
+      box.appendChild(p);
+    });
   }
 
   async function send(url, payload) {
@@ -43,8 +49,13 @@
   }
 
   function keyOf(el) {
-    return ["data-workflow-id", "data-call-id", "data-run-id", "data-arguments-sha256"]
+    return ["data-workflow-id", "data-call-id", "data-run-id", "data-arguments-sha256", "data-budget"]
       .map(function (name) { return el.getAttribute(name) || ""; }).join("\u0000");
+  }
+
+  // A call's card, or a run's budget card: kept while it stays (with what a person typed).
+  function keyed(el) {
+    return el.hasAttribute("data-call-id") || el.hasAttribute("data-budget");
   }
 
   // Replace the calls in `container` by those of `html`, keeping the elements that stay (and
@@ -53,10 +64,10 @@
     const template = document.createElement("template");
     template.innerHTML = html;
     const current = new Map();
-    container.querySelectorAll("[data-call-id]").forEach(function (el) { current.set(keyOf(el), el); });
+    container.querySelectorAll("[data-call-id], [data-budget]").forEach(function (el) { current.set(keyOf(el), el); });
     const wanted = [];
     Array.from(template.content.children).forEach(function (el) {
-      if (el.hasAttribute("data-call-id")) {
+      if (keyed(el)) {
         wanted.push(current.get(keyOf(el)) || el);
       } else {
         wanted.push(el);
@@ -64,7 +75,7 @@
     });
     const now = Array.from(container.children);
     const same = now.length === wanted.length && now.every(function (el, i) {
-      return el === wanted[i] || (!el.hasAttribute("data-call-id") && el.isEqualNode(wanted[i]));
+      return el === wanted[i] || (!keyed(el) && el.isEqualNode(wanted[i]));
     });
     if (!same) container.replaceChildren.apply(container, wanted);
     tick();
@@ -102,6 +113,7 @@
       else if (kind === "start") await start(form);
       else if (kind === "cancel") await cancelRun(form);
       else if (kind === "message") await message(form);
+      else if (kind === "grant") await grant(form, event.submitter);
     } catch (err) {
       show("alert", "request failed: " + err);
     } finally {
@@ -109,11 +121,10 @@
     }
   });
 
-  async function answer(form, submitter) {
-    const approved = !!submitter && submitter.value === "true";
-    const callId = form.elements["call_id"].value;
-    // The answer is for the call that was shown: its run and a digest of its arguments.
-    const payload = { call_id: callId, approved: approved };
+  // The answer a card's form gives: for the call that was shown (its run and a digest of its
+  // arguments), with the reason, the edited arguments and "remember" as the person set them.
+  function answerOf(form, approved) {
+    const payload = { call_id: form.elements["call_id"].value, approved: approved };
     if (form.elements["run_id"].value) payload.run_id = form.elements["run_id"].value;
     payload.arguments_sha256 = form.elements["arguments_sha256"].value;
     const reason = form.elements["reason"].value.trim();
@@ -122,7 +133,13 @@
     // Edited arguments replace the model's only when the call runs (an approval).
     if (approved && args.value !== args.defaultValue) payload.arguments = args.value;
     if (form.elements["remember"].checked) payload.remember = true;
-    const result = await send(form.getAttribute("data-api"), payload);
+    return payload;
+  }
+
+  async function answer(form, submitter) {
+    const approved = !!submitter && submitter.value === "true";
+    const callId = form.elements["call_id"].value;
+    const result = await send(form.getAttribute("data-api"), answerOf(form, approved));
     if (!result.ok) {
       show("alert", callId + ": " + failure(result));
       return;
@@ -161,6 +178,72 @@
     const item = form.closest("[data-call-id]");
     if (item) item.remove();
     show("note", callId + " answered");
+    refreshNow();
+  }
+
+  // `Approve selected` / `Reject selected`: each selected call gets its own answer, the same
+  // request its card's button sends; one refused says why and the others still go.
+  async function answerSelected(approved) {
+    const cards = Array.from(document.querySelectorAll("[data-call-id]")).filter(function (card) {
+      const box = card.querySelector("input[data-select]");
+      return box && box.checked;
+    });
+    if (!cards.length) { show("alert", "select one or more calls first"); return; }
+    const outcomes = await Promise.all(cards.map(async function (card) {
+      const form = card.querySelector('form[data-form="answer"]');
+      try {
+        return { card: card, result: await send(form.getAttribute("data-api"), answerOf(form, approved)) };
+      } catch (err) {
+        return { card: card, result: { ok: false, status: 0, data: { error: "request failed: " + err } } };
+      }
+    }));
+    const refused = [], answered = [];
+    outcomes.forEach(function (o) {
+      const which = o.card.getAttribute("data-workflow-id") + " " + o.card.getAttribute("data-call-id");
+      if (o.result.ok) {
+        o.card.remove();
+        answered.push(which + (approved ? " approved" : " rejected"));
+      } else {
+        refused.push(which + ": " + failure(o.result));
+      }
+    });
+    showAll("alert", refused);
+    showAll("note", answered);
+    refreshNow();
+  }
+
+  document.addEventListener("click", async function (event) {
+    const button = event.target.closest ? event.target.closest("button[data-batch]") : null;
+    if (!button) return;
+    const buttons = document.querySelectorAll("button[data-batch]");
+    buttons.forEach(function (b) { b.disabled = true; });
+    try {
+      await answerSelected(button.getAttribute("data-batch") === "approve");
+    } catch (err) {
+      show("alert", "request failed: " + err);
+    } finally {
+      buttons.forEach(function (b) { b.disabled = false; });
+    }
+  });
+
+  // More tokens for a run at its budget, or stop it: the server adds who grants.
+  async function grant(form, submitter) {
+    const stop = !!submitter && submitter.value === "stop";
+    const card = form.closest("[data-budget]");
+    const id = card ? card.getAttribute("data-workflow-id") : "";
+    let payload = { stop: true };
+    if (!stop) {
+      const given = form.elements["tokens"].value.trim();
+      payload = { tokens: /^[0-9]+$/.test(given) ? parseInt(given, 10) : given };
+    }
+    const result = await send(form.getAttribute("data-api"), payload);
+    if (!result.ok) {
+      show("alert", id + ": " + failure(result));
+      return;
+    }
+    show("alert", "");
+    if (card) card.remove();
+    show("note", id + (stop ? ": stopped at its budget" : ": granted " + payload.tokens + " tokens"));
     refreshNow();
   }
 

@@ -1,0 +1,48 @@
+"""A grant from the web (`POST /api/runs/{id}/budget`): more tokens for a run at its token
+budget, or stop it, as the signed-in user with their groups (the `grant_budget` update, so a
+refusal comes back with the workflow's reason)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+from temporalio.client import Client
+
+from activities.approver_key import ApproverKey
+from starter.handle import AgentHandle
+from starter.signed_grant import grant_as_sent
+from starter.web import actions
+from workflows.model import BudgetGrant, describe_validation
+
+GRANT_SHAPE = '{"tokens": N} or {"stop": true}'
+
+
+async def grant(
+    client: Client,
+    workflow_id: str,
+    body: Any,
+    approver: str,
+    *,
+    groups: Sequence[str] = (),
+    key: ApproverKey | None = None,
+) -> actions.Answer:
+    """Grant as `approver` (the signed-in user, with `groups`), signed with `key` when the
+    server holds one; the body names none of them."""
+    if not isinstance(body, dict):
+        return 400, {"error": f"the body must be a JSON object: {GRANT_SHAPE}"}
+    for field in actions.SET_BY_SERVER:
+        if field in body:
+            return 400, {"error": f"'{field}' is set by the server: it is the signed-in user's"}
+    try:
+        request = BudgetGrant.model_validate(body)
+    except ValidationError as err:
+        return 400, {"error": f"invalid grant: {describe_validation(err)}"}
+    handle = AgentHandle(client, workflow_id, worker_wait=actions.WORKER_WAIT_SECONDS)
+    try:
+        request = await grant_as_sent(handle, request, key=key, approver=approver, groups=groups)
+        budget = await handle.grant(request)
+    except Exception as err:
+        return actions._failure(err, workflow_id)
+    return 200, {"workflow_id": workflow_id, "budget": budget.model_dump()}

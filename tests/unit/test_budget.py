@@ -1,0 +1,107 @@
+"""The token budget's pure rules: the run's limit under the worker's cap, and why a grant is
+refused (it then changes nothing)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from workflows.budget import (
+    NO_BUDGET,
+    base_limit,
+    decision_of_grant,
+    refusal,
+    signed_call,
+    verify_request,
+    who_may,
+)
+from workflows.inputs import parse_grant
+from workflows.model import BudgetGrant, BudgetStatus
+
+
+@pytest.mark.parametrize(
+    ("asked", "cap", "limit"),
+    [(None, None, None), (100, None, 100), (None, 50, 50), (100, 50, 50), (10, 50, 10)],
+)
+def test_a_run_never_asks_for_more_than_the_cap(
+    asked: int | None, cap: int | None, limit: int | None
+) -> None:
+    assert base_limit(asked, cap) == limit
+
+
+def test_who_may_names_the_groups() -> None:
+    assert who_may(["ops"]) == "ops"
+    assert who_may(["ops", "admins"]) == "ops or admins"
+    assert who_may(["ops", "dev", "admins"]) == "ops, dev or admins"
+
+
+SIGNED: dict[str, str] = {"signed_at": "2026-12-02T14:00:00.000000Z", "signature": "A" * 43 + "="}
+"""A grant's signature as it arrives (the worker checks it afterwards)."""
+SPENT = BudgetStatus(used=120, limit=100)
+ROOM = BudgetStatus(used=20, limit=100)
+
+
+def why(grant: BudgetGrant, budget: BudgetStatus | None, **kw: object) -> str | None:
+    args: dict[str, object] = {"allowed_groups": [], "finished": False, "stopping": False} | kw
+    return refusal(grant, budget, **args)  # type: ignore[arg-type]
+
+
+def test_grants_that_are_taken() -> None:
+    assert why(BudgetGrant(tokens=5), SPENT) is None
+    assert why(BudgetGrant(tokens=5), ROOM) is None  # raising it early is allowed
+    assert why(BudgetGrant(stop=True), SPENT) is None
+    ops = BudgetGrant(tokens=5, approver="olga", groups=["dev", "ops"], **SIGNED)
+    assert why(ops, SPENT, allowed_groups=["ops"]) is None
+
+
+def test_grants_that_are_refused_say_why() -> None:
+    assert why(BudgetGrant(tokens=5), None) == NO_BUDGET
+    assert why(BudgetGrant(tokens=5), SPENT, finished=True) == "the run has finished"
+    dev = BudgetGrant(tokens=5, approver="dave", groups=["dev"], **SIGNED)
+    assert why(dev, SPENT, allowed_groups=["ops", "admins"]) == (
+        "only ops or admins may grant tokens or stop a run at its budget"
+    )
+    claimed = BudgetGrant(tokens=5, approver="mallory", groups=["ops"])  # not signed
+    assert why(claimed, SPENT, allowed_groups=["ops"]) == (
+        "only ops may grant tokens or stop a run at its budget, with a signed grant"
+        " (AGENT_APPROVER_KEY): groups a grant only claims are not believed"
+    )
+    assert why(BudgetGrant(stop=True), ROOM) == (
+        "the run is not at its token budget (used 20 of 100 tokens): cancel it to stop it"
+    )
+    assert why(BudgetGrant(tokens=5), SPENT, stopping=True) == (
+        "the run is already stopping at its budget"
+    )
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [{}, {"tokens": 0}, {"tokens": -3}, {"tokens": "5"}, {"tokens": 5, "stop": True},
+     {"stop": False}, {"tokens": 5, "extra": 1}, {"tokens": 10**13}, {"stop": "yes"}],
+)  # fmt: skip
+def test_bad_payloads_are_refused(payload: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        BudgetGrant.model_validate(payload)
+    parsed = parse_grant(payload)
+    assert parsed.value is None and parsed.error and parsed.error.startswith("invalid grant")
+
+
+def test_a_signed_grant_signs_its_decision_over_the_budget_as_it_stands() -> None:
+    grant = BudgetGrant(tokens=500, approver="olga", groups=["ops"], **SIGNED)
+    request = verify_request(grant, workflow_id="W", run_id="R", limit=1_000)
+    assert (request.call_id, request.arguments_sha256) == ("budget:1000", "")
+    assert (request.decision, request.approver, request.groups) == ("grant:500", "olga", ["ops"])
+    assert request.signature == SIGNED["signature"] and request.signed_at == SIGNED["signed_at"]
+    assert decision_of_grant(BudgetGrant(stop=True)) == "stop"
+    assert signed_call(1_000) != signed_call(1_500)  # a grant taken cannot be sent again
+    with pytest.raises(ValidationError):
+        BudgetGrant(tokens=5, approver="olga", signature=SIGNED["signature"])  # no signed_at
+
+
+def test_a_grant_names_at_most_a_few_short_groups() -> None:
+    assert parse_grant({"tokens": 5, "groups": ["g"] * 33}).value is None
+    assert parse_grant({"tokens": 5, "groups": ["no spaces"]}).value is None
+    assert parse_grant({"tokens": 5, "approver": "x" * 201}).value is None
+    assert parse_grant({"tokens": 5, "approver": "ann", "groups": ["ops"]}).value == BudgetGrant(
+        tokens=5, approver="ann", groups=["ops"]
+    )
