@@ -35,6 +35,7 @@ _FINISHED = {
     "max_rounds": "stopped at its round limit",
     "cancelled": "was cancelled",
     "error": "failed",
+    "budget": "was stopped at its token budget",
 }
 
 
@@ -59,13 +60,17 @@ def json_body(request: NotifyRequest, *, link: str | None, include_content: bool
     `call_id`, `tool`, `arguments` and `arguments_sha256` (only with `include_content`: what
     `starter approve --run-id R --sha256 D` pins), `waiting_since`, `url`;
     `run_finished`: `event`, `workflow_id`, `run_id`, `finish_reason`, `error` (only with
-    `include_content`), `url`. `url` is null without an inbox."""
+    `include_content`), `url`; `budget_exhausted`: `used`, `limit`, `waiting_since`, `url`. `url`
+    is null without an inbox."""
     body: dict[str, Any] = {
         "event": request.event,
         "workflow_id": request.workflow_id,
         "run_id": request.run_id,
     }
-    if request.event in CALL_EVENTS:
+    if request.event == "budget_exhausted":
+        body["used"], body["limit"] = request.used, request.limit
+        body["waiting_since"] = timestamp(request.waiting_since)
+    elif request.event in CALL_EVENTS:
         body["call_id"] = request.call_id
         body["tool"] = request.tool
         if include_content:
@@ -123,6 +128,11 @@ def slack_text(request: NotifyRequest, *, link: str | None, include_content: boo
     answer to the call (`starter approve --run-id R --sha256 D`; the digest only with the
     arguments it is of)."""
     run = _slack_run(request, link)
+    if request.event == "budget_exhausted":
+        return (
+            f":money_with_wings: Run {run} used {request.used or 0:,} of {request.limit or 0:,}"
+            " tokens: it waits for a person to grant more or stop it"
+        )
     if request.event == "question_waiting":
         call = slack_code(request.call_id or "?")
         asked = ""

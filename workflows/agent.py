@@ -201,7 +201,11 @@ class AgentWorkflow:
         )
         self._live = LiveStream(self._state.stream, self._warn, sealed_only=sealed_only)
         self._budget = Budget(
-            self._state, enabled=rules.token_budget, emit=self._emit, set_phase=self._set_phase
+            self._state,
+            enabled=rules.token_budget,
+            emit=self._emit,
+            set_phase=self._set_phase,
+            tell=self._notifier.budget_exhausted,
         )
 
     # ------------------------------------------------------------------ run

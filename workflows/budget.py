@@ -120,8 +120,11 @@ class Budget:
         enabled: bool,
         emit: Callable[[BaseEvent], None],
         set_phase: Callable[[Phase, str], None],
+        tell: Callable[[int, int], None],
     ) -> None:
         self._state = state
+        self._tell = tell
+        """Notify people that the run waits at its budget (used, limit)."""
         self._enabled = enabled
         """Runs of earlier releases have no budget (`Rules.token_budget`)."""
         self._emit = emit
@@ -162,6 +165,7 @@ class Budget:
         if not carried.announced:
             carried.announced = True
             self._emit(BudgetExhaustedEvent(used=budget.used, limit=budget.limit))
+            self._tell(budget.used, budget.limit)
         self._set_phase("budget_exhausted", f"used {budget.used} of {budget.limit} tokens")
         state = self._state
         await workflow.wait_condition(

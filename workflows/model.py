@@ -793,7 +793,10 @@ class NotifyRequest(BaseModel):
     that waited for a person. The worker adds the inbox link (AGENT_INBOX_URL) and leaves the
     arguments out when encryption is on (unless AGENT_NOTIFY_ARGUMENTS=true)."""
 
-    event: Literal["approval_waiting", "approval_reminder", "question_waiting", "run_finished"]
+    event: Literal[
+        "approval_waiting", "approval_reminder", "question_waiting", "run_finished",
+        "budget_exhausted",
+    ]  # fmt: skip
     workflow_id: str
     run_id: str
     """The first run id of the run's chain (what an answer carries as `run_id`)."""
@@ -803,6 +806,10 @@ class NotifyRequest(BaseModel):
     waiting_since: datetime | None = None
     finish_reason: FinishReason | None = None
     error: str | None = None
+    used: int | None = Field(default=None, exclude_if=lambda value: value is None)
+    """`budget_exhausted`: the tokens the run used (left out otherwise)."""
+    limit: int | None = Field(default=None, exclude_if=lambda value: value is None)
+    """`budget_exhausted`: the run's token budget (left out otherwise)."""
 
 
 class ContextState(BaseModel):

@@ -112,6 +112,24 @@ class Notifier:
                 )
             )
 
+    def budget_exhausted(self, used: int, limit: int) -> None:
+        """Tell people the run waits at its token budget for a grant (`budget_exhausted`); its
+        end is told too (`run_finished`)."""
+        if not self.enabled:
+            return
+        self._state.waited_for_person = True
+        info = workflow.info()
+        self._deliver(
+            NotifyRequest(
+                event="budget_exhausted",
+                workflow_id=info.workflow_id,
+                run_id=info.first_execution_run_id,
+                waiting_since=workflow.now(),
+                used=used,
+                limit=limit,
+            )
+        )
+
     def _deliver(self, request: NotifyRequest) -> None:
         task = asyncio.create_task(self._watch(start_notify(request), request))
         self._deliveries.add(task)

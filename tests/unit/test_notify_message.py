@@ -224,3 +224,33 @@ def test_a_notification_makes_text_visible_exactly_as_the_terminal_does():
     )
     line = slack_text(finished, link=None, include_content=True)
     assert line == f"Run `agent-\\ue000` failed: boom {shown}"
+
+
+def test_a_run_at_its_token_budget_says_used_of_limit():
+    request = NotifyRequest(
+        event="budget_exhausted",
+        workflow_id="agent-42",
+        run_id="run-1",
+        waiting_since=datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC),
+        used=1_200,
+        limit=1_000,
+    )
+    assert json_body(request, link=None, include_content=False) == {
+        "event": "budget_exhausted",
+        "workflow_id": "agent-42",
+        "run_id": "run-1",
+        "used": 1_200,
+        "limit": 1_000,
+        "waiting_since": "2026-03-04T05:06:07Z",
+        "url": None,
+    }
+    assert slack_text(request, link=None, include_content=False) == (
+        ":money_with_wings: Run `agent-42` used 1,200 of 1,000 tokens: it waits for a person"
+        " to grant more or stop it"
+    )
+    stopped = NotifyRequest(
+        event="run_finished", workflow_id="agent-42", run_id="run-1", finish_reason="budget"
+    )
+    assert slack_text(stopped, link=None, include_content=False) == (
+        "Run `agent-42` was stopped at its token budget"
+    )

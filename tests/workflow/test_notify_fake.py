@@ -65,3 +65,24 @@ async def test_a_delivery_failing_for_an_hour_is_a_warning_and_the_run_goes_on(
         "approval_waiting for call 'call_1' was not delivered" in w and "HTTP 500" in w
         for w in warnings
     ), warnings
+
+
+async def test_a_run_at_its_token_budget_is_one_notify_request_and_its_end_another(
+    client, task_queue
+):
+    fake = FakeAgentActivities(
+        replies=[calls(("call_1", "list_dir", '{"path": "."}')), text("done")], notifies=True
+    )
+    options = AgentRunOptions(max_run_tokens=10)  # the first reply reports 15 tokens
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("list", options))
+        await wait_for_phase(handle, "budget_exhausted")
+        await wait_until(lambda: fake.notify_requests)
+        [request] = fake.notify_requests
+        assert request.event == "budget_exhausted" and request.workflow_id == handle.id
+        assert (request.used, request.limit) == (15, 10) and request.waiting_since is not None
+        await handle.execute_update("grant_budget", {"stop": True, "approver": "ann"})
+        assert (await handle.result()).finish_reason == "budget"
+        await wait_until(lambda: len(fake.notify_requests) == 2)
+    assert fake.notify_requests[1].event == "run_finished"
+    assert fake.notify_requests[1].finish_reason == "budget"
