@@ -22,6 +22,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from activities import model_retries
+from activities.approver_key import ApproverKey
 from activities.context_window import DEFAULT_CONTEXT_TOKENS
 from activities.enforcement import enforced_refusal, opened_check
 from activities.heartbeat import heartbeating
@@ -29,6 +30,7 @@ from activities.llm import OpenAIChatClient, ServerUnreachable
 from activities.markers import IdempotencyMarkers
 from activities.notify import Notifier
 from activities.policy_file import PolicyActivities
+from activities.quorum_check import shortfall
 from activities.scripted import scripted_reply, scripted_summary
 from activities.settings import Settings
 from activities.streaming import DeltaPublisher
@@ -308,7 +310,9 @@ class AgentActivities:
             )
         # The worker's own enforced rules have the last word, whatever the run's state says.
         enforced = self._policy.rules.enforced
-        refusal = await enforced_refusal(enforced, tool, arguments, request.answered_by)
+        key = self._settings.approver_key
+        short = shortfall(enforced, request, arguments, None if key is None else ApproverKey(key))
+        refusal = await enforced_refusal(enforced, tool, arguments, request.answered_by, short)
         if refusal is not None:
             return refusal
         if not tool.safe_to_retry:
@@ -324,7 +328,7 @@ class AgentActivities:
         async with heartbeating():
             try:
                 if tool.run_checked is not None and enforced:
-                    check = opened_check(enforced, tool, arguments, request.answered_by)
+                    check = opened_check(enforced, tool, arguments, request.answered_by, short)
                     data = await tool.run_checked(arguments, check)
                 else:
                     data = await tool.run(arguments)

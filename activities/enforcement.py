@@ -8,7 +8,9 @@ arguments that will run:
 - a call they `deny` is answered `Rejected: {reason}` and the tool never runs;
 - a call they `ask` about runs only when a person approved it (the request's `answered_by` is
   `person`): an answer a run's input seeded, a run rule or a remembered decision is not a
-  person's, and the call is answered `Rejected: …` instead.
+  person's, and the call is answered `Rejected: …` instead;
+- a call they `ask` about with `approvers` runs only when the request's signed votes of that
+  many distinct people of those groups verify (`activities.quorum_check`).
 
 A path argument is checked in every spelling that can name what the tool opens: as written, as
 rules see it (`workflows.paths.normal_path`), and as the tool will open it (the tool's
@@ -27,6 +29,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from activities.quorum_check import Shortfall
 from activities.tools.base import OpenedCheck, Refused, Tool, ToolError
 from workflows.model import ApprovalSource
 from workflows.policy import Verdict, evaluate
@@ -105,15 +108,22 @@ def enforced_verdict(
     return strictest(_verdicts(enforced, tool, spellings(tool, arguments)))
 
 
-def refusal_of(verdict: Verdict | None, answered_by: ApprovalSource | None) -> str | None:
+def refusal_of(
+    verdict: Verdict | None,
+    answered_by: ApprovalSource | None,
+    short: Shortfall | None = None,
+) -> str | None:
     """What the call is answered instead of running: a `deny`'s `Rejected: {reason}`, or for an
-    `ask`, unless a person approved the call, `Rejected:` naming the rule. None: it runs."""
+    `ask`, unless a person approved the call, `Rejected:` naming the rule, and for an `ask`
+    with approvers, unless enough of them did (`short`). None: it runs."""
     if verdict is None or verdict.rule is None:
         return None
     if verdict.decision == "deny":
         return rejection_message(verdict.reason)
     if verdict.decision == "ask" and answered_by != "person":
         return rejection_message(PERSON_ONLY.format(rule=verdict.rule))
+    if verdict.decision == "ask" and short is not None and (why := short(verdict)):
+        return rejection_message(why)
     return None
 
 
@@ -133,6 +143,7 @@ async def enforced_refusal(
     tool: Tool,
     arguments: dict[str, Any],
     answered_by: ApprovalSource | None = None,
+    short: Shortfall | None = None,
 ) -> str | None:
     """`Rejected: {reason}` when the worker's enforced rules hold the call back (`refusal_of`),
     else None. Looking up where a path leads touches the file system, so it runs in a thread."""
@@ -142,7 +153,7 @@ async def enforced_refusal(
         verdict = await asyncio.to_thread(enforced_verdict, enforced, tool, arguments)
     else:
         verdict = enforced_verdict(enforced, tool, arguments)
-    return _logged(tool, verdict, refusal_of(verdict, answered_by))
+    return _logged(tool, verdict, refusal_of(verdict, answered_by, short))
 
 
 def opened_check(
@@ -150,6 +161,7 @@ def opened_check(
     tool: Tool,
     arguments: dict[str, Any],
     answered_by: ApprovalSource | None,
+    short: Shortfall | None = None,
 ) -> OpenedCheck:
     """The check a tool runs with each path it has opened (`Tool.run_checked`): the enforced
     rules see the call with that path in place of the path written; `Refused` when they hold
@@ -160,7 +172,7 @@ def opened_check(
             return
         spelled = [({**arguments, parameter: opened}, True)]
         verdict = strictest(_verdicts(enforced, tool, spelled))
-        refusal = _logged(tool, verdict, refusal_of(verdict, answered_by))
+        refusal = _logged(tool, verdict, refusal_of(verdict, answered_by, short))
         if refusal is not None:
             raise Refused(refusal)
 

@@ -178,6 +178,13 @@ class AgentPlugin(SimplePlugin):
             self._settings = settings = settings if settings is not None else Settings.from_env()
             if settings.policy_file is not None:  # a missing or invalid file: ValueError
                 self._policy = load_policy_file(settings.policy_file)
+                if settings.approver_key is None and any(
+                    rule.approvers is not None for rule in self._policy.enforced
+                ):
+                    raise ValueError(
+                        f"{POLICY_FILE_ENV} {settings.policy_file}: a rule names approvers, whose"
+                        " signed answers the worker verifies: set AGENT_APPROVER_KEY"
+                    )
             self._catalog = ToolCatalog()
             policy = commands if commands is not None else command_policy(settings)
             self.commands = policy

@@ -22,7 +22,8 @@ def counts_line(view: AuditView) -> str:
         f" decided by rules {c.by_rule}, by the approval timeout {c.by_timeout}"
     )
     line += f", with the run's input {c.seeded}" if c.seeded else ""
-    return line + (f", questions answered {c.questions_answered}" if c.questions_answered else "")
+    line += f", questions answered {c.questions_answered}" if c.questions_answered else ""
+    return line + (f", votes of approvers {c.votes}" if c.votes else "")
 
 
 def tokens_line(view: AuditView) -> str:

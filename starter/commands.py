@@ -54,6 +54,7 @@ from starter.render import (
     message_lines,
     pin_hint,
     question_text,
+    quorum_text,
     rule_line,
     visible,
 )
@@ -545,8 +546,11 @@ async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
             continue
         waited = age(status.awaiting_since)
         ctx.out.line(f"{visible(run.workflow_id)} (round {status.round}, waiting {waited}):")
+        quorums = {q.call_id: q for q in status.quorums}
         for call in status.pending_approvals:
             ctx.out.line(f"  {call_text(call)}")
+            if call.id in quorums:
+                ctx.out.line(f"    {quorum_text(quorums[call.id])}")
             pin = pin_hint(
                 run.workflow_id, call.id, run.first_run_id, arguments_digest(call.arguments)
             )

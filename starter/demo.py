@@ -19,6 +19,8 @@ five runs and checks each outcome:
 6. "ask me: Which folder should I clean up next? (options: tmp, logs)" → the model asks a person
    (`ask_user`) → the receiver gets `question_waiting` → the demo answers `tmp` → the answer is
    the tool's result, and the model says "You answered: tmp".
+7. "Please delete notes.txt" under a rule that needs two people of `ops`: an unsigned answer is
+   refused, ana's signed approval is one of two, ben's second one runs the delete.
 
 Exit code 0 when every check passes, 1 otherwise.
 """
@@ -26,6 +28,7 @@ Exit code 0 when every check passes, 1 otherwise.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import shutil
@@ -38,9 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
+from activities.approver_key import ApproverKey, sign_answer
 from runtime.binaries import find_binary
 from runtime.connect import connect, connect_config, data_converter
 from runtime.search_attributes import ensure_search_attributes
@@ -51,12 +55,15 @@ from starter.follow import follow
 from starter.output import Output
 from starter.render import call_text
 from workflows import names
+from workflows.arguments import arguments_digest
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
     AgentRunOptions,
     AgentRunResult,
+    AgentStatus,
     ApprovalEvent,
+    ApprovalVoteEvent,
     CancelRequest,
     ChatMessage,
     ErrorEvent,
@@ -66,7 +73,7 @@ from workflows.model import (
     ToolApprovalResponse,
     ToolCall,
 )
-from workflows.rules import ApprovalPolicy, PolicyRule
+from workflows.rules import ApprovalPolicy, Approvers, PolicyRule
 
 CONNECT_SECONDS = 5.0
 STORY_SECONDS = 120.0
@@ -141,6 +148,38 @@ DEMO_RULES = ApprovalPolicy(
     ]
 )
 """The rules of runs 1 and 4: looking around and an `echo` need nobody; the delete still asks."""
+
+TWO_OF_OPS = ApprovalPolicy(
+    rules=[
+        PolicyRule(tool="list_dir", decision="allow"),
+        PolicyRule(
+            tool="delete_path", decision="ask", approvers=Approvers(groups=("ops",), count=2)
+        ),
+    ]
+)
+"""The rules of run 6: a delete needs two people of `ops`, each with a signed answer."""
+APPROVER_KEY = os.urandom(32)
+"""The demo's own `AGENT_APPROVER_KEY` (its worker holds it too)."""
+
+
+async def _two_of_ops(handle: WorkflowHandle[object, object], calls: list[ToolCall]) -> None:
+    """Ana and then Ben, both of `ops`, approve with signed answers."""
+    status = await handle.query(names.QUERY_STATUS, result_type=AgentStatus)
+    assert status.run_id is not None
+    for call in calls:
+        for who in ("ana", "ben"):
+            signed = sign_answer(
+                ApproverKey(APPROVER_KEY),
+                ToolApprovalResponse(call_id=call.id, approved=True),
+                workflow_id=handle.id,
+                run_id=status.run_id,
+                arguments_sha256=arguments_digest(call.arguments),
+                approver=who,
+                groups=["ops"],
+            )
+            await handle.execute_update(
+                names.UPDATE_SUBMIT_APPROVAL, signed, result_type=list[ToolCall]
+            )
 
 
 async def play(
@@ -353,6 +392,39 @@ async def story(
         "the answer is the ask_user call's result",
     )
     checks.check(f"You answered: {ANSWER}" in _last_text(result), "the model read the answer")
+
+    refusals: list[str] = []
+
+    async def try_unsigned(handle: WorkflowHandle[object, object], calls: list[ToolCall]) -> None:
+        try:
+            await handle.execute_update(
+                names.UPDATE_SUBMIT_APPROVAL,
+                ToolApprovalResponse(call_id=calls[0].id, approved=True, approver=APPROVER),
+                result_type=list[ToolCall],
+            )
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            refusals.append(str(getattr(cause, "message", cause)))
+            out.info(f"  an unsigned answer is refused: {refusals[-1]}")
+        await _two_of_ops(handle, calls)
+
+    result, events = await play(
+        client,
+        queue,
+        out,
+        "7. two approvers: a delete needs two people of ops, each with a signed answer",
+        "Please delete notes.txt",
+        try_unsigned,
+        "has ana, then ben (both of ops) approve",
+        TWO_OF_OPS,
+    )
+    votes = [(e.approver, e.votes, e.needed) for e in events if isinstance(e, ApprovalVoteEvent)]
+    checks.check(
+        bool(refusals) and refusals[0].startswith("only ops may approve delete_path"),
+        "an unsigned answer was refused (only ops may approve delete_path)",
+    )
+    checks.check(votes == [("ana", 1, 2), ("ben", 2, 2)], "ana's vote was 1 of 2, ben's 2 of 2")
+    checks.check(not (workspace / "notes.txt").exists(), "notes.txt is gone after two approvals")
     return checks.failures
 
 
@@ -464,6 +536,7 @@ def worker_environ(
         AGENT_WORKSPACE=str(root / "workspace"),
         AGENT_STATE_DIR=str(root / "state"),
         AGENT_SANDBOX=sandbox,
+        AGENT_APPROVER_KEY=base64.b64encode(APPROVER_KEY).decode(),
     )
     return environ
 
@@ -527,8 +600,8 @@ async def run_demo(out: Output) -> int:
         out.error(f"demo FAILED ({len(failures)} check(s)): " + "; ".join(failures))
         return EXIT_ERROR
     out.info(
-        "demo passed: approval, rejection, cancellation, the approval rules, a question and"
-        " the notifications all behaved"
+        "demo passed: approval, rejection, cancellation, the approval rules, a question, two"
+        " approvers and the notifications all behaved"
         f" ({elapsed:.1f}s)"
     )
     return EXIT_OK

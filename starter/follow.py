@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ from runtime.shown_commands import starter_command
 from starter.errors import refusal
 from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
 from starter.output import Output
-from starter.render import call_text, pin_hint, visible
+from starter.render import call_text, pin_hint, quorum_text, visible
 from starter.signed_answer import as_sent, groups_in_users_file
 from starter.watch import Ended, Quiet, Restart, Text, watch
 from starter.web.auth import UsersFileError
@@ -39,6 +39,7 @@ from workflows.model import (
     AwaitingApprovalEvent,
     FinishReason,
     QuestionEvent,
+    Quorum,
     ToolApprovalResponse,
     ToolCall,
 )
@@ -119,7 +120,7 @@ class _Prompts:
             await self._on_awaiting(self._handle.raw, shown)
         elif calls:
             run_id = await self._handle.first_run_id(status)
-            print_answer_hint(self._out, self._handle.id, calls, run_id)
+            print_answer_hint(self._out, self._handle.id, calls, run_id, status.quorums)
 
     async def between_turns(self, last: int) -> bool:
         """While nothing happens: if a session waits for a message, ask for it (once per wait).
@@ -214,12 +215,20 @@ async def follow_by_polling(
 
 
 def print_answer_hint(
-    out: Output, workflow_id: str, pending: list[ToolCall], run_id: str | None = None
+    out: Output,
+    workflow_id: str,
+    pending: list[ToolCall],
+    run_id: str | None = None,
+    quorums: Sequence[Quorum] = (),
 ) -> None:
     """How to answer each call, pinned to the run and the arguments shown (`--run-id`,
-    `--sha256`): an answer copied from here is refused if the call changed since."""
+    `--sha256`): an answer copied from here is refused if the call changed since. A call under
+    an approver rule says its approvals so far and who may answer."""
+    by_call = {q.call_id: q for q in quorums}
     for call in pending:
         out.info(f"  needs approval: {call_text(call)}")
+        if call.id in by_call:
+            out.info(f"    {quorum_text(by_call[call.id])}")
         pin = pin_hint(workflow_id, call.id, run_id, arguments_digest(call.arguments))
         out.info(f"    approve: {cli_name()} approve {pin}")
         out.info(f'    reject:  {cli_name()} reject {pin} --reason "…"')

@@ -22,7 +22,14 @@ from temporalio.service import RPCError, RPCStatusCode
 from starter.handle import AgentHandle
 from workflows import names
 from workflows.arguments import arguments_digest
-from workflows.model import AgentStatus, BudgetStatus, ChatMessage, PendingQuestion, ToolCall
+from workflows.model import (
+    AgentStatus,
+    BudgetStatus,
+    ChatMessage,
+    PendingQuestion,
+    Quorum,
+    ToolCall,
+)
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +107,11 @@ class WaitingRun:
     def round_text(self) -> str:
         return self.context.round_text if self.context else ""
 
+    def quorum(self, call_id: str) -> Quorum | None:
+        """A waiting call under an approver rule: who may answer, the approvals so far."""
+        quorums = self.status.quorums if self.status else []
+        return next((q for q in quorums if q.call_id == call_id), None)
+
     def as_json(self) -> dict[str, Any]:
         """The object `starter pending --json` and `GET /api/pending` print for this run."""
         status = self.status
@@ -120,6 +132,7 @@ class WaitingRun:
             "pending": [c.model_dump(mode="json") for c in status.pending_approvals],
             "decided": [d.model_dump(mode="json") for d in status.decided],
             "questions": [q.model_dump(mode="json") for q in status.pending_questions],
+            "quorums": [q.model_dump(mode="json") for q in status.quorums],
             "details": "available",
             "pins": self.pins(),
             **({"budget": self.budget.model_dump()} if self.budget else {}),

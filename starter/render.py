@@ -15,6 +15,7 @@ from workflows.model import (
     AnswerEvent,
     AnswerValue,
     ApprovalEvent,
+    ApprovalVoteEvent,
     AuditEntry,
     AwaitingApprovalEvent,
     ChatMessage,
@@ -23,6 +24,7 @@ from workflows.model import (
     FinishedEvent,
     PendingQuestion,
     QuestionEvent,
+    Quorum,
     TextDeltaEvent,
     ToolCall,
     ToolCallEvent,
@@ -85,6 +87,15 @@ def pin_hint(workflow_id: str, call_id: str, run_id: str | None, digest: str) ->
     return f"{visible(workflow_id)} {visible(call_id)}{run} --sha256 {digest}"
 
 
+def quorum_text(quorum: Quorum) -> str:
+    """A call under an approver rule, as the card and the terminal say it: `1 of 2 approvals:
+    alice; who may answer: ops`."""
+    text = f"{len(quorum.approvers)} of {quorum.needed} approvals"
+    if quorum.approvers:
+        text += ": " + ", ".join(visible(name) for name in quorum.approvers)
+    return f"{text}; who may answer: {' or '.join(visible(g) for g in quorum.groups)}"
+
+
 def event_line(event: AgentEvent) -> str:
     """One event as a transcript line, e.g. `[r0] tool_call call_1 run_command {…} (needs
     approval)`, `assistant: …`, `finished: stop`."""
@@ -125,6 +136,12 @@ def event_line(event: AgentEvent) -> str:
             by = " by the approval timeout"
         why = f": {visible(event.error)}" if event.error else ""
         return f"{r} answer {visible(event.call_id)} {answer_text(event.answer)}{by}{why}"
+    if isinstance(event, ApprovalVoteEvent):
+        verdict = "approved" if event.approved else "rejected"
+        groups = f" ({', '.join(visible(g) for g in event.groups)})" if event.groups else ""
+        tally = f"{event.votes} of {event.needed} approvals"
+        who = f"by {visible(event.approver)}{groups}"
+        return f"{r} approval_vote {visible(event.call_id)} {verdict} {who}: {tally}"
     if isinstance(event, ToolResultEvent):
         content = one_line(event.content, TOOL_RESULT_PREVIEW)
         return f"{r} tool_result {visible(event.call_id)} {visible(event.name)}: {content}"
@@ -167,6 +184,8 @@ def audit_arguments(arguments: object) -> str:
 def decided_by(entry: AuditEntry) -> str:
     """Who or what decided a call: `person ann`, `rule 1`, `the approval timeout`, `the run's
     input` (answers given when the run started)."""
+    if entry.source == "person" and entry.approvers:  # a call under an approver rule
+        return "people " + ", ".join(visible(name) for name in entry.approvers)
     if entry.source == "person":
         return f"person {visible(entry.approver)}" if entry.approver else "a person (unnamed)"
     if entry.source == "policy":
@@ -193,7 +212,11 @@ def rule_line(rule: PolicyEntry) -> str:
     if rule.when:
         when = " when " + ", ".join(f"{visible(k)}={visible(v)}" for k, v in rule.when.items())
     why = f" ({visible(rule.reason)})" if rule.reason else ""
-    return f"{rule.origin:<8} {rule.decision:<5} {visible(rule.tool)}{when}{why}"
+    who = ""
+    if rule.approvers is not None:
+        groups = " or ".join(visible(g) for g in rule.approvers.groups)
+        who = f" by {rule.approvers.count} of {groups}"
+    return f"{rule.origin:<8} {rule.decision:<5} {visible(rule.tool)}{when}{who}{why}"
 
 
 def event_json(event: AgentEvent) -> str:

@@ -575,6 +575,7 @@ class AgentWorkflow:
             run_id=workflow.info().first_execution_run_id,
             pending_questions=[] if self._finished else self._questions.shown(),
             budget=self._budget.status(),
+            quorums=[] if self._finished else self._approvals.quorums(),
         )
 
     @workflow.query(name=names.QUERY_EVENTS)

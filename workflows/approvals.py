@@ -28,16 +28,18 @@ from workflows.model import (
     ApprovalRecord,
     ApprovalSource,
     BaseEvent,
+    Quorum,
     ToolApprovalResponse,
     ToolCall,
     ToolCallEvent,
     ToolSpec,
 )
 from workflows.policy import Verdict
+from workflows.quorum import Votes
 from workflows.reconstruction import runnable
 from workflows.remember import remember, remembered_rule
 from workflows.repeats import Repeats
-from workflows.rules import PolicyRule
+from workflows.rules import Approvers, PolicyRule
 from workflows.run_policy import RunPolicy
 from workflows.shown import shorten
 from workflows.tool_results import cut_off_message
@@ -86,6 +88,8 @@ class Approvals:
         """Whether each call could run at all (a cache: derived from the call and the specs)."""
         self.policy = RunPolicy(state, rules)
         """The run's effective rules and what they say about a call."""
+        self.votes = Votes(state, emit=emit, now=now)
+        """The signed votes of calls under an approver rule (`workflows.quorum`)."""
         self.repeats = Repeats(
             state,
             enabled=rules.repeat_limit,
@@ -151,6 +155,20 @@ class Approvals:
         """The rules' decision (`RunPolicy.evaluate`)."""
         spec = self._specs.get(call.name)
         return self.policy.evaluate(call, spec, requires_approval=self.guarded(call))
+
+    def approvers_for(self, call: ToolCall) -> Approvers | None:
+        """The approvers the rule deciding this call names (this release's runs), or None."""
+        if not self._rules.approver_rules:
+            return None
+        verdict = self._evaluate(call)
+        if verdict.decision != "ask" or verdict.rule is None:
+            return None
+        return self.policy.effective()[verdict.rule].approvers
+
+    def quorums(self) -> list[Quorum]:
+        """The waiting calls under an approver rule: who may answer, the approvals so far."""
+        found = ((call, self.approvers_for(call)) for call in self.waiting())
+        return [self.votes.status(call, needed) for call, needed in found if needed is not None]
 
     def set_run_rules(self, rules: Sequence[PolicyRule]) -> None:
         """Replace the run's rules; the calls waiting for a person that they decide now are
@@ -258,6 +276,10 @@ class Approvals:
             call = self._conversation.pending_call(response.call_id)
             if call is not None and arguments_digest(call.arguments) != response.arguments_sha256:
                 return Received(problem=f"{CHANGED_SINCE_SHOWN} (its arguments differ)", note=note)
+        call = self._conversation.pending_call(response.call_id)
+        if call is not None and (needed := self.approvers_for(call)) is not None:
+            if (refusal := self.votes.refusal(response, call, needed)) is not None:
+                return Received(problem=refusal, note=note)
         return Received(response=response, note=note)
 
     def problem(self, call_id: str, *, finished: bool) -> str | None:
@@ -286,8 +308,18 @@ class Approvals:
         rule: int | None = None,
     ) -> None:
         """Record an answer (taken through `receive`, or a rule's or the timeout's): its event,
-        the edited call, a remembered rule."""
+        the edited call, a remembered rule. A person's answer to a call under an approver rule
+        is a vote: the call is answered once the votes decide it."""
         call = self._conversation.pending_call(response.call_id)
+        needed = self.approvers_for(call) if source == "person" and call is not None else None
+        approvers = None
+        if call is not None and needed is not None:
+            if not self.votes.vote(response, call, needed):
+                self._after_answer()
+                return
+            approvers = self.votes.approvers_of(call.id, needed) if response.approved else None
+            approvers = approvers or [response.approver or ""]
+            response = response.model_copy(update={"approver": ", ".join(approvers)})
         edit = None
         if response.approved and response.arguments is not None and call is not None:
             edit = edited_call(call, response.arguments)
@@ -307,6 +339,7 @@ class Approvals:
             groups=response.groups,
             signed_at=response.signed_at,
             signature=response.signature,
+            approvers=approvers,
         )
         self._record(record, edit, call)
         if response.remember and call is not None:
@@ -377,6 +410,11 @@ class Approvals:
             self._warn(f"tool_approval_responses: {taken.problem}; ignored")
             return
         response = taken.response
+        waiting = self._conversation.pending_call(response.call_id)
+        if waiting is not None and self.approvers_for(waiting) is not None:
+            shown = shorten(response.call_id, bounds.ECHO_CHARS)
+            self._warn(f"tool_approval_responses: call '{shown}' is for its approvers; ignored")
+            return
         if self.reserved_for_person(response.call_id):
             call = shorten(response.call_id, bounds.ECHO_CHARS)
             why = "is for a person to answer (an enforced rule asks); ignored"
@@ -397,6 +435,7 @@ class Approvals:
     def batch_done(self) -> None:
         """The pending calls all have their tool messages: their answers are spent."""
         self._state.answers.clear()
+        self.votes.clear()
         self._state.seed_mode = False
         self._state.cut_off.clear()
         if self._rules.forget_asked_after_batch:

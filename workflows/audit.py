@@ -43,6 +43,7 @@ def record_decision(
         reason=None if record.reason is None else shorten(record.reason, 500),
         at=record.at,
         edited=edited,
+        approvers=record.approvers,
     )
     counts = state.audit_counts
     if record.source == "person":

@@ -104,6 +104,7 @@ class Batch:
             arguments=step.arguments,
             run_key=info.first_execution_run_id,
             answered_by=self._approvals.approved_by(call.id),
+            votes=self._approvals.votes.approving(call.id),
         )
         key = f"tool:{call.id}"
         handle = calls.start_tool(request, spec)

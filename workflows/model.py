@@ -29,13 +29,9 @@ from pydantic import (
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
-from workflows.rules import ApprovalPolicy, PolicyRule, WorkerPolicy
+from workflows.rules import MAX_GROUPS, ApprovalPolicy, GroupName, PolicyRule, WorkerPolicy
 from workflows.signing import SIGNED_AT_PATTERN
 
-MAX_GROUPS = 32
-"""An answer names at most this many groups of its approver."""
-GroupName = Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9._@+-]{1,64}$")]
-"""A group's name: 1-64 of A-Z a-z 0-9 . _ @ + - (as a user's name)."""
 SIGNATURE_PATTERN = r"^[A-Za-z0-9+/]{43}=$"
 """An HMAC-SHA256 in standard base64."""
 
@@ -58,9 +54,9 @@ AnswerValue = (
 """A person's answer to a question: one text, or (for a `multiple` question) a list of options."""
 
 
-SIGNED_FIELDS = ("groups", "signed_at", "signature")
-"""What a signed answer adds to an answer, a record and an `approval` event: left out when unset,
-so an unsigned answer reads as before."""
+SIGNED_FIELDS = ("groups", "signed_at", "signature", "approvers")
+"""What a signed answer (and a call's approvers) add to a record and an `approval` event: left
+out when unset, so an unsigned answer reads as before."""
 
 
 def without_none(data: Any, keys: tuple[str, ...]) -> Any:
@@ -369,6 +365,9 @@ class ApprovalRecord(BaseModel):
     """A signed answer's time (its signature verified before it was taken)."""
     signature: str | None = None
     """A signed answer's signature (`ToolApprovalResponse.signature`), verified when taken."""
+    approvers: list[str] | None = None
+    """A call under an approver rule: every person whose answer decided it, in order (then
+    `approver` names them all, comma-separated, for readers that know only it)."""
 
     @model_serializer(mode="wrap")
     def _without_unsigned(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -392,6 +391,9 @@ class AuditEntry(BaseModel):
     """The arguments are a person's edit of the model's."""
     answer: Any = Field(default=None, exclude_if=lambda value: value is None)
     """For a question (`ask_user`): the person's answer (left out of the JSON otherwise)."""
+    approvers: list[str] | None = Field(default=None, exclude_if=lambda value: value is None)
+    """A call under an approver rule: every person whose answer decided it (left out of the JSON
+    otherwise)."""
 
 
 class AuditCounts(BaseModel):
@@ -404,6 +406,9 @@ class AuditCounts(BaseModel):
     seeded: int = 0
     questions_answered: int = Field(default=0, exclude_if=lambda value: value == 0)
     """Questions (`ask_user`) a person answered (left out of the JSON while 0)."""
+    votes: int = Field(default=0, exclude_if=lambda value: value == 0)
+    """The votes people gave on calls under an approver rule, each signed answer counted (left
+    out of the JSON while 0)."""
 
 
 class AuditView(BaseModel):
@@ -470,6 +475,8 @@ class ApprovalEvent(BaseEvent):
     """A signed answer's time (its signature verified before it was taken)."""
     signature: str | None = None
     """A signed answer's signature, verified when taken."""
+    approvers: list[str] | None = None
+    """A call under an approver rule: every person whose answer decided it."""
 
     @model_serializer(mode="wrap")
     def _without_unsigned(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -498,6 +505,19 @@ class AnswerEvent(BaseEvent):
     at: datetime
     source: ApprovalSource = "person"
     error: str | None = None
+
+
+class ApprovalVoteEvent(BaseEvent):
+    """One person's signed answer to a call under an approver rule: `votes` of `needed`
+    approvals so far (a rejection decides the call at once)."""
+
+    type: Literal["approval_vote"] = "approval_vote"
+    call_id: str
+    approver: str
+    groups: list[str] = Field(default_factory=list)
+    approved: bool
+    votes: int
+    needed: int
 
 
 class ToolResultEvent(BaseEvent):
@@ -573,6 +593,7 @@ AgentEvent = Annotated[
     | ToolCallEvent
     | AwaitingApprovalEvent
     | ApprovalEvent
+    | ApprovalVoteEvent
     | ToolResultEvent
     | WarningEvent
     | ErrorEvent
@@ -670,6 +691,31 @@ class AgentRunResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)
 
 
+class Vote(BaseModel):
+    """One person's signed answer to a call under an approver rule, as the run took it (after
+    the worker verified its signature); the worker verifies it again before the call runs."""
+
+    approver: str
+    groups: list[str] = Field(default_factory=list)
+    approved: bool
+    at: datetime
+    signed_at: str
+    signature: str
+
+
+class Quorum(BaseModel):
+    """A waiting call under an approver rule, as `status` shows it: who may answer, how many
+    approvals it needs, and who approved so far."""
+
+    call_id: str
+    tool: str
+    groups: list[str]
+    """Who may answer: the rule's groups (and any the call was escalated to)."""
+    needed: int
+    approvers: list[str] = Field(default_factory=list)
+    """The people who approved it so far, in order."""
+
+
 class AgentStatus(BaseModel):
     """The `status` query's answer."""
 
@@ -691,6 +737,8 @@ class AgentStatus(BaseModel):
     budget: BudgetStatus | None = None
     """The run's token budget, when it has one (`options.max_run_tokens`,
     `AGENT_MAX_RUN_TOKENS`)."""
+    quorums: list[Quorum] = Field(default_factory=list)
+    """The waiting calls under an approver rule: who may answer and the approvals so far."""
 
 
 # ---- Activity contracts ----
@@ -874,6 +922,13 @@ class ToolRequest(BaseModel):
     answered_by: ApprovalSource | None = None
     """Who approved the call (`person`, `policy`, `seed`); None: the call ran without an
     answer. A call the worker's enforced rules send to a person runs only when a `person` did."""
+    votes: list[Vote] | None = None
+    """A call under an approver rule: the signed votes that approved it (the worker verifies
+    each and counts the distinct eligible people against its own enforced rule)."""
+
+    @model_serializer(mode="wrap")
+    def _without_votes(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return without_none(handler(self), ("votes",))
 
 
 class CarriedState(BaseModel):
@@ -977,6 +1032,9 @@ class AgentState(BaseModel):
     """The pending `ask_user` calls whose `question` event was emitted."""
     budget: BudgetState | None = Field(default=None, exclude_if=lambda value: value is None)
     """The token budget's grants and stop (runs with a budget only; left out otherwise)."""
+    votes: dict[str, list[Vote]] = Field(default_factory=dict, exclude_if=lambda value: not value)
+    """Pending calls under an approver rule: the signed votes taken so far (cleared with the
+    answers when the batch ran; left out of the JSON while none)."""
     cut_off: dict[str, int | None] = Field(default_factory=dict)
     """Pending calls of a reply cut off at the token limit (`finish_reason: length`), with the
     `max_tokens` the request carried: a call whose arguments were cut is told so."""

@@ -7,9 +7,18 @@ evaluation lives in `workflows.policy`; this module only says what a valid rule 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StrictInt,
+    StrictStr,
+    model_serializer,
+    model_validator,
+)
 
 Decision = Literal["allow", "deny", "ask"]
 Origin = Literal["enforced", "run", "default"]
@@ -29,6 +38,22 @@ DEFAULT_DENY_REASON = "Denied by policy"
 """The reason of a `deny` rule that gives none."""
 
 Pattern = Annotated[StrictStr, Field(max_length=MAX_PATTERN_CHARS)]
+MAX_GROUPS = 32
+"""An approver rule, or an answer, names at most this many groups."""
+MAX_APPROVERS = 100
+"""An approver rule asks for at most this many people."""
+GroupName = Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9._@+-]{1,64}$")]
+"""A group's name: 1-64 of A-Z a-z 0-9 . _ @ + - (as a user's name)."""
+
+
+class Approvers(BaseModel):
+    """Who must approve a call an `ask` rule sends to people: `count` distinct people of these
+    groups, each with a signed answer."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    groups: Annotated[tuple[GroupName, ...], Field(min_length=1, max_length=MAX_GROUPS)]
+    count: Annotated[StrictInt, Field(ge=1, le=MAX_APPROVERS)] = 1
 
 
 class PolicyRule(BaseModel):
@@ -42,6 +67,24 @@ class PolicyRule(BaseModel):
     """Argument name → glob over its value; every listed argument must be present and match."""
     decision: Decision
     reason: Annotated[StrictStr, Field(max_length=MAX_RULE_REASON_CHARS)] | None = None
+    approvers: Approvers | None = None
+    """With `decision: "ask"` only: who must approve (`count` people of `groups`, signed)."""
+
+    @model_validator(mode="after")
+    def _approvers_only_ask(self) -> PolicyRule:
+        if self.approvers is not None and self.decision != "ask":
+            raise ValueError(
+                f"'approvers' is only taken with decision \"ask\", not {self.decision!r}"
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_approvers(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A rule without approvers reads as before (in the `policy` view, the memo, the state).
+        data = handler(self)
+        if isinstance(data, dict) and data.get("approvers", 0) is None:
+            del data["approvers"]
+        return data
 
 
 Rules = Annotated[list[PolicyRule], Field(max_length=MAX_RULES)]

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from workflows.model import AgentState, ToolCall, ToolSpec
 from workflows.policy import Verdict, effective_rules, evaluate, policy_view
+from workflows.quorum import weaker_rule
 from workflows.rule_check import unmatchable_rule
 from workflows.rules import PolicyRule, PolicyView
 from workflows.versions import Rules
@@ -55,4 +56,9 @@ class RunPolicy:
         None while the tools are not known yet)."""
         if not self._rules.check_rules_match_tools or self._state.tool_specs is None:
             return None
-        return unmatchable_rule(rules, self._state.tool_specs, origin="run")
+        problem = unmatchable_rule(rules, self._state.tool_specs, origin="run")
+        worker = self._state.worker_policy
+        if problem is None and self._rules.approver_rules and worker is not None:
+            names = [spec.name for spec in self._state.tool_specs]
+            problem = weaker_rule(rules, worker.enforced, names)
+        return problem

@@ -129,6 +129,9 @@ class Rules:
     questions: bool = True
     """The model may be offered `ask_user` (`options.ask_user`, the worker's AGENT_ASK_USER): a
     question that waits for a person's answer (`workflows.questions`)."""
+    approver_rules: bool = True
+    """A rule's `approvers` decide who may answer a call and how many must (`workflows.quorum`);
+    a run rule cannot lower an enforced one's count or widen its groups."""
 
     # ---- repeats, limits and turns
     repeat_limit: bool = True
@@ -184,6 +187,7 @@ class Rules:
             questions=False,
             setup_on_the_run_worker=False,
             token_budget=False,
+            approver_rules=False,
         )
 
     @classmethod

@@ -21,6 +21,9 @@ EXPECTED_LINES = [
     "finished: cancelled",
     '[r0] awaiting_approval call_1 run_command {"command": "echo hello > hello.txt"}',
     "[r0] approval call_1 approved by policy rule 1",
+    "[r1] approval_vote call_2 approved by ana (ops): 1 of 2 approvals",
+    "[r1] approval_vote call_2 approved by ben (ops): 2 of 2 approvals",
+    "[r1] approval call_2 approved by ana, ben",
 ]
 
 

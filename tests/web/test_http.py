@@ -236,6 +236,7 @@ async def test_the_json_api_and_its_server_sent_events(
             "pending",
             "decided",
             "questions",
+            "quorums",
             "details",
             "pins",
         }

@@ -1,10 +1,12 @@
 """Signed answers through the web app (uvicorn on 127.0.0.1, a production worker holding
-AGENT_APPROVER_KEY, bearer-token users with groups): the answer the run records carries the
-signed-in user's groups and a signature that verifies; a client cannot bring its own."""
+AGENT_APPROVER_KEY and an enforced approver rule, bearer-token users with groups, a real headless
+Chromium): the answer the run records carries the signed-in user's groups and a signature that
+verifies; a client cannot bring its own; two people of `ops` approve a call that needs two."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -12,14 +14,15 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.async_api import async_playwright, expect
 from temporalio.client import Client, WorkflowHandle
 
 from activities.approver_key import ApproverKey
 from activities.settings import Settings
 from starter.web.auth import add_user
 from tests.fake_openai import FakeOpenAI
-from tests.helpers import events, of_type, wait_for_phase
-from tests.web.conftest import PASSWORD, Served, serve_web
+from tests.helpers import events, of_type, wait_for_phase, wait_until
+from tests.web.conftest import CHROMIUM, PASSWORD, Served, serve_web
 from worker import run_worker
 from workflows.arguments import arguments_digest
 from workflows.model import AgentRunInput, AgentRunResult
@@ -27,7 +30,16 @@ from workflows.signing import SignedFields
 
 pytestmark = pytest.mark.web
 
+expect.set_options(timeout=20_000)
+
 RAW_KEY = os.urandom(32)
+QUORUM_RULE = {
+    "tool": "run_command",
+    "when": {"command": "echo quorum*"},
+    "decision": "ask",
+    "approvers": {"groups": ["ops"], "count": 2},
+}
+"""The worker's enforced rule: `echo quorum…` runs only with two people of ops."""
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +49,7 @@ async def keyed_queue(
     """A production worker holding the approver key; its queue."""
     tmp = tmp_path_factory.mktemp("signed-worker")
     (tmp / "ws").mkdir()
+    (tmp / "policy.json").write_text(json.dumps({"enforced": [QUORUM_RULE]}))
     queue = f"signed-{uuid.uuid4()}"
     with FakeOpenAI() as fake:
         settings = Settings(
@@ -46,6 +59,7 @@ async def keyed_queue(
             workspace=tmp / "ws",
             state_dir=tmp / "state",
             approver_key=RAW_KEY,
+            policy_file=tmp / "policy.json",
         )
         stop, ready = asyncio.Event(), asyncio.Event()
         task = asyncio.create_task(
@@ -63,7 +77,8 @@ async def keyed_queue(
 async def keyed_web(
     client: Client, keyed_queue: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[tuple[Served, dict[str, str]]]:
-    """The web app holding the key, with token users: alice (ops, dev), carol (ops)."""
+    """The web app holding the key, with token users alice (ops, dev), carol (ops) and dave
+    (dev), and bob (ops), who signs in with his password."""
     async with serve_web(
         client, keyed_queue, tmp_path_factory.mktemp("signed-web"), signed_in=True
     ) as served:
@@ -71,8 +86,9 @@ async def keyed_web(
         assert served.users_file is not None
         tokens = {
             name: add_user(served.users_file, name, PASSWORD, with_token=True, groups=groups)
-            for name, groups in {"alice": ["ops", "dev"], "carol": ["ops"]}.items()
+            for name, groups in {"alice": ["ops", "dev"], "carol": ["ops"], "dave": ["dev"]}.items()
         }
+        add_user(served.users_file, "bob", PASSWORD, with_token=False, groups=["ops"])
         yield served, {name: str(token) for name, token in tokens.items()}
 
 
@@ -144,3 +160,71 @@ async def test_a_web_app_with_another_key_is_refused_by_the_worker(
     await handle.result()
     [answer] = of_type(await events(handle), "approval")
     assert answer.approver == "carol" and answer.groups == ["ops"] and answer.approved is False
+
+
+async def test_two_people_of_ops_approve_through_the_web_and_the_card_says_so(
+    client: Client, keyed_queue: str, keyed_web: tuple[Served, dict[str, str]]
+) -> None:
+    served, tokens = keyed_web
+    handle = await start(client, keyed_queue, "run: echo quorum reached")
+    status = await wait_for_phase(handle, "awaiting_approval")
+    call = status.pending_approvals[0]
+    url = f"/api/runs/{handle.id}/approvals"
+    answer = {"call_id": call.id, "approved": True}
+    async with httpx.AsyncClient(base_url=served.url) as http:
+        alice = {"Authorization": f"Bearer {tokens['alice']}"}
+        taken = await http.post(url, json=answer, headers=alice)
+        assert taken.status_code == 200 and [c["id"] for c in taken.json()["pending"]] == [call.id]
+        twice = await http.post(url, json=answer, headers=alice)
+        assert twice.status_code == 409 and "alice has already answered" in twice.json()["error"]
+        dev_only = await http.post(
+            url, json=answer, headers={"Authorization": f"Bearer {tokens['dave']}"}
+        )
+        assert dev_only.status_code == 409
+        assert dev_only.json()["error"] == "only ops may approve run_command"
+
+        async def listed() -> list[dict[str, Any]]:
+            pending = (await http.get("/api/pending", headers=alice)).json()
+            return [r for r in pending if r["workflow_id"] == handle.id]
+
+        [entry] = await wait_until(listed)  # the visibility store lists it shortly
+        assert entry["quorums"] == [
+            {
+                "call_id": call.id,
+                "tool": "run_command",
+                "groups": ["ops"],
+                "needed": 2,
+                "approvers": ["alice"],
+            }
+        ]
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
+        )
+        try:
+            page = await (await browser.new_context(base_url=served.url)).new_page()
+            await page.goto("/signin")
+            await page.get_by_label("Username").fill("bob")
+            await page.get_by_label("Password").fill(PASSWORD)
+            await page.get_by_role("button", name="Sign in").click()
+            await expect(page).to_have_url(served.url + "/")
+            card = page.locator(
+                f'article[data-call-id="{call.id}"][data-workflow-id="{handle.id}"]'
+            )
+            quorum = card.locator("p.quorum")
+            await expect(quorum).to_have_text("1 of 2 approvals: alice; who may answer: ops")
+            await expect(card.get_by_label("Remember for this run")).to_have_count(0)
+            await card.get_by_role("button", name="Approve").click()
+            await expect(page.locator("#notes")).to_have_text(f"{call.id} approved")
+        finally:
+            await browser.close()
+    result = await handle.result()
+    assert result.finish_reason == "stop"
+    evs = await events(handle)
+    votes = [(v.approver, v.votes, v.needed) for v in of_type(evs, "approval_vote")]
+    assert votes == [("alice", 1, 2), ("bob", 2, 2)]
+    [approval] = of_type(evs, "approval")
+    assert approval.approvers == ["alice", "bob"] and approval.approver == "alice, bob"
+    [tool] = [m for m in result.messages if m.role == "tool"]
+    assert "quorum reached" in (tool.content or "") and "Rejected" not in (tool.content or "")
+    assert (await handle.query("audit"))["counts"]["votes"] == 2

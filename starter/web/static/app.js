@@ -130,9 +130,11 @@
     const reason = form.elements["reason"].value.trim();
     if (reason) payload.reason = reason;
     const args = form.elements["arguments"];
-    // Edited arguments replace the model's only when the call runs (an approval).
-    if (approved && args.value !== args.defaultValue) payload.arguments = args.value;
-    if (form.elements["remember"].checked) payload.remember = true;
+    // Edited arguments replace the model's only when the call runs (an approval). A call under
+    // an approver rule has neither field: it takes neither an edit nor `remember`.
+    if (approved && args && args.value !== args.defaultValue) payload.arguments = args.value;
+    const remember = form.elements["remember"];
+    if (remember && remember.checked) payload.remember = true;
     return payload;
   }
 
@@ -147,7 +149,9 @@
     show("alert", "");
     const item = form.closest("[data-call-id]");
     if (item) item.remove();
-    show("note", callId + (approved ? " approved" : " rejected"));
+    const still = ((result.data && result.data.pending) || []).some(function (c) { return c.id === callId; });
+    // Under an approver rule an approval is one vote: the call waits for the others.
+    show("note", callId + (still ? ": approval counted, waiting for more approvers" : approved ? " approved" : " rejected"));
     refreshNow();
   }
 
