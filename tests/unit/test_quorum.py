@@ -64,9 +64,14 @@ def test_approvers_only_with_ask_and_within_bounds():
             PolicyRule.model_validate(
                 {"tool": "t", "decision": decision, "approvers": {"groups": ["ops"]}}
             )
-    bad: dict[str, object]
-    for bad in ({"groups": []}, {"groups": ["ops"], "count": 0}, {"groups": ["o p s"]},
-                {"groups": ["ops"], "count": "2"}, {"groups": ["ops"], "extra": 1}):  # fmt: skip
+    bads: list[dict[str, object]] = [
+        {"groups": []},
+        {"groups": ["ops"], "count": 0},
+        {"groups": ["o p s"]},
+        {"groups": ["ops"], "count": "2"},
+        {"groups": ["ops"], "extra": 1},
+    ]
+    for bad in bads:
         with pytest.raises(ValidationError):
             PolicyRule.model_validate({"tool": "t", "decision": "ask", "approvers": bad})
     assert PolicyRule.model_validate(
