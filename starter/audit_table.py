@@ -5,6 +5,7 @@ Every text goes through `starter.render`, as on the web page."""
 from __future__ import annotations
 
 from starter.render import answer_text, audit_arguments, decided_by, moment, visible
+from workflows.audit import GRANT_BUDGET
 from workflows.model import AuditView
 
 HEADER = ("#", "at", "call", "tool", "decision", "by", "arguments")
@@ -23,7 +24,8 @@ def counts_line(view: AuditView) -> str:
     )
     line += f", with the run's input {c.seeded}" if c.seeded else ""
     line += f", questions answered {c.questions_answered}" if c.questions_answered else ""
-    return line + (f", votes of approvers {c.votes}" if c.votes else "")
+    line += f", votes of approvers {c.votes}" if c.votes else ""
+    return line + (f", tokens granted {c.tokens_granted:,}" if c.tokens_granted else "")
 
 
 def tokens_line(view: AuditView) -> str:
@@ -51,7 +53,9 @@ def audit_lines(workflow_id: str, view: AuditView, run_id: str | None = None) ->
     for number, entry in enumerate(view.decisions, start=view.dropped + 1):
         arguments = audit_arguments(entry.arguments) + (" (edited)" if entry.edited else "")
         decision = "approved" if entry.approved else "rejected"
-        if entry.answer is not None or entry.tool == "ask_user":
+        if entry.tool == GRANT_BUDGET:
+            decision = "granted" if entry.approved else "stopped"
+        elif entry.answer is not None or entry.tool == "ask_user":
             decision = "answered" if entry.answer is not None else "unanswered"
             arguments += f" answer: {answer_text(entry.answer)}"
         cells = (

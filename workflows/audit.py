@@ -4,6 +4,7 @@ counts by who decided are kept whatever is dropped. Pure; no Temporal import."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from workflows.arguments import arguments_json
@@ -12,6 +13,7 @@ from workflows.model import (
     ApprovalRecord,
     AuditEntry,
     AuditView,
+    BudgetGrant,
     QuestionRecord,
     ToolCall,
 )
@@ -80,6 +82,25 @@ def record_answer(state: AgentState, call: ToolCall, record: QuestionRecord) -> 
         state.audit_counts.questions_answered += 1
     elif record.source == "timeout":
         state.audit_counts.by_timeout += 1
+    _keep(state, entry)
+
+
+GRANT_BUDGET = "grant_budget"
+"""What the audit names a grant by, in place of a tool (`call_id`: `budget`)."""
+
+
+def record_grant(state: AgentState, grant: BudgetGrant, at: datetime) -> None:
+    """Add a person's grant (more tokens: `approved`) or stop (not `approved`) to the audit."""
+    entry = AuditEntry(
+        call_id="budget",
+        tool=GRANT_BUDGET,
+        arguments={"stop": True} if grant.stop else {"tokens": grant.tokens},
+        approved=not grant.stop,
+        source="person",
+        approver=grant.approver,
+        at=at,
+    )
+    state.audit_counts.tokens_granted += grant.tokens or 0
     _keep(state, entry)
 
 

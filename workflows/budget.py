@@ -24,6 +24,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from workflows import names
+from workflows.audit import record_grant
 from workflows.model import (
     AgentState,
     BaseEvent,
@@ -210,6 +211,7 @@ class Budget:
         carried = self._carried()
         before = self.status()
         assert before is not None
+        record_grant(self._state, grant, workflow.now())
         if grant.stop:
             carried.stopped_by = grant.approver or ""
             self._emit(

@@ -409,6 +409,8 @@ class AuditCounts(BaseModel):
     votes: int = Field(default=0, exclude_if=lambda value: value == 0)
     """The votes people gave on calls under an approver rule, each signed answer counted (left
     out of the JSON while 0)."""
+    tokens_granted: int = Field(default=0, exclude_if=lambda value: value == 0)
+    """Tokens people granted to the run's budget (`grant_budget`; left out of the JSON while 0)."""
 
 
 class AuditView(BaseModel):

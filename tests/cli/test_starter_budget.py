@@ -128,6 +128,11 @@ async def test_the_run_pauses_at_its_budget_and_a_grant_lets_it_go_on(
     watched = await cli.cli("watch", workflow_id)
     assert "budget_exhausted: used 18 of 18 tokens" in watched.stdout
     assert "budget_granted: 100 more tokens by" in watched.stdout
+    audit = await cli.cli("audit", workflow_id)
+    assert audit.code == 0, audit
+    assert "tokens granted 100" in audit.stdout
+    (line,) = [x for x in audit.stdout.splitlines() if "grant_budget" in x]
+    assert "budget" in line and "granted" in line and '{"tokens": 100}' in line
 
 
 async def test_stop_run_finishes_it_with_reason_budget(
@@ -147,6 +152,9 @@ async def test_stop_run_finishes_it_with_reason_budget(
     assert final.phase == "finished" and final.finish_reason == "budget"
     (stop,) = of_type(await events(handle), "budget_stopped")
     assert stop.used == 18 and stop.limit == 10
+    audit = await cli.cli("audit", handle.id)
+    (line,) = [x for x in audit.stdout.splitlines() if "grant_budget" in x]
+    assert "stopped" in line and '{"stop": true}' in line
     late = await cli.cli("grant", handle.id, "50")
     assert late.code != 0 and "has already finished" in late.stderr
 

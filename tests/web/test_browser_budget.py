@@ -67,6 +67,16 @@ async def test_grant_from_the_inbox_card_lets_the_run_go_on(
     assert (await handle.result()).finish_reason == "stop"
     (granted,) = of_type(await events(handle), "budget_granted")
     assert granted.tokens == 500 and granted.limit == 510 and granted.approver == "alice"
+    # in the audit of its page, and counted on the runs page
+    await page.goto(f"/runs/{handle.id}")
+    decision = page.locator('[data-audit-call-id="budget"]')
+    await expect(decision.locator(".verdict")).to_have_text("granted")
+    await expect(decision).to_contain_text("person alice")
+    await expect(page.locator(".audit-counts")).to_contain_text("tokens granted 500")
+    await page.goto(f"/runs?q={handle.id}")
+    await expect(page.locator(f'[data-workflow-id="{handle.id}"] [data-granted]')).to_have_text(
+        "(500 granted)"
+    )
 
 
 async def test_stop_run_on_the_run_page_finishes_it_with_reason_budget(
