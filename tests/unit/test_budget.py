@@ -16,7 +16,17 @@ from workflows.budget import (
     who_may,
 )
 from workflows.inputs import parse_grant
-from workflows.model import BudgetGrant, BudgetStatus
+from workflows.model import (
+    AgentRunInput,
+    AgentRunOptions,
+    AgentState,
+    BudgetGrant,
+    BudgetState,
+    BudgetStatus,
+    ChatMessage,
+    Usage,
+)
+from workflows.state import handover
 
 
 @pytest.mark.parametrize(
@@ -105,3 +115,18 @@ def test_a_grant_names_at_most_a_few_short_groups() -> None:
     assert parse_grant({"tokens": 5, "approver": "ann", "groups": ["ops"]}).value == BudgetGrant(
         tokens=5, approver="ann", groups=["ops"]
     )
+
+
+def test_the_budget_and_the_tokens_spent_are_handed_to_the_next_generation() -> None:
+    state = AgentState(
+        messages=[ChatMessage.user("list")],
+        options=AgentRunOptions(max_run_tokens=100),
+        usage=Usage(prompt_tokens=90, completion_tokens=30),
+        budget=BudgetState(granted=50, announced=True),
+    )
+    handed = AgentRunInput.model_validate_json(handover(state, [], None).model_dump_json())
+    assert handed.state is not None
+    assert handed.state.budget == BudgetState(granted=50, announced=True)
+    assert handed.state.usage.total == 120 and handed.state.options.max_run_tokens == 100
+    plain = AgentState(messages=[ChatMessage.user("list")], options=AgentRunOptions())
+    assert "budget" not in plain.model_dump()  # a run without a budget carries nothing of it
