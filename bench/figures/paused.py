@@ -1,7 +1,7 @@
-"""Part of figure 5: many runs paused on approval on one worker, run as a subprocess so its RSS
-is its own: memory once all are paused, and the time to approve them all and see them finish,
-against the same number of bare runs paused on a signal (in a fresh worker process of their
-own)."""
+"""Part of figure 5, measured on its own (`python -m bench --only paused`): many runs paused on
+approval on one worker, run as a subprocess so its RSS is its own: memory once all are paused,
+and the time to approve them all and see them finish, against the same number of bare runs
+paused on a signal (in a fresh worker process of their own)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from temporalio.client import WorkflowHandle
 from bench.bare_workflow import SIGNAL_GO, BareInput, BareWorkflow
 from bench.harness import Bench, bounded, new_id, new_queue
 from bench.procstat import rss_kib
+from bench.report import Figure
 from bench.worker_proc import worker_process
 from workflows import names
 from workflows.agent import AgentWorkflow
@@ -74,3 +75,37 @@ async def paused_runs(b: Bench, kind: str) -> dict[str, float]:
         await asyncio.gather(*(h.result() for h in handles))
         finish = time.monotonic() - began
     return {"idle_rss_kib": idle, "paused_rss_kib": parked, "approve_all_seconds": finish}
+
+
+async def measure(b: Bench) -> list[Figure]:
+    parked_agent = await paused_runs(b, "agent")
+    parked_bare = await paused_runs(b, "bare")
+    b.details["paused"] = {"agent": parked_agent, "bare": parked_bare}
+    n = b.profile.paused_runs
+    per_run = (parked_agent["paused_rss_kib"] - parked_agent["idle_rss_kib"]) / n
+    per_run_bare = (parked_bare["paused_rss_kib"] - parked_bare["idle_rss_kib"]) / n
+    small = "" if b.profile.name == "full" else " (quick: reduced counts)"
+    return [
+        Figure(
+            key="scale.paused_rss",
+            label=f"5. worker RSS, {n} runs paused{small}",
+            value=parked_agent["paused_rss_kib"] / 1024,
+            unit="MiB",
+            floor=parked_bare["paused_rss_kib"] / 1024,
+            floor_label="bare wf",
+            note=(
+                f"worker subprocess; idle {parked_agent['idle_rss_kib'] / 1024:.0f} MiB; "
+                f"{per_run:.0f} KiB per paused agent run vs {per_run_bare:.0f} KiB per bare run; "
+                "report only"
+            ),
+        ),
+        Figure(
+            key="scale.approve_all",
+            label=f"5. approve {n} paused runs → all finished{small}",
+            value=parked_agent["approve_all_seconds"],
+            unit="s",
+            floor=parked_bare["approve_all_seconds"],
+            floor_label="bare wf",
+            note="agent: tool + closing model call per run; bare: two no-op steps; report only",
+        ),
+    ]

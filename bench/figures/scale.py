@@ -10,13 +10,14 @@ The worker's CPU per round is a figure of its own, against the floor's on the sa
 Report-only variants, each on a worker process of its own against its own floor: the agent with
 compiled bytecode (what a machine without PYTHONDONTWRITEBYTECODE has), in Temporal's default
 sandbox (`workflows.agent` imported again for every run, as before `activities.sandbox_runner`),
-and the workflow alone (model and tool faked in-process). Then the paused runs (`paused`)."""
+and the workflow alone (model and tool faked in-process). The paused runs are figure `paused`."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import statistics
+import sys
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -28,7 +29,6 @@ from temporalio.client import WorkflowHandle
 
 from bench.bare_workflow import BareInput, BareWorkflow
 from bench.fake_llm import FakeLlmProcess
-from bench.figures.paused import paused_runs
 from bench.floor import save_record
 from bench.harness import Bench, bounded, history_bytes, new_id, new_queue
 from bench.procstat import cpu_seconds, total_cpu_seconds
@@ -148,6 +148,14 @@ async def pairs(
         order = ("agent", "bare") if i % 2 == 0 else ("bare", "agent")
         done = {kind: await batch(b, kind, task_queue, worker_pid, server) for kind in order}
         out.append((done["agent"], done["bare"]))
+        a, f = done["agent"], done["bare"]
+        print(
+            f"[bench] {task_queue} pair {i + 1}: {a.rounds_per_second:.1f} vs"
+            f" {f.rounds_per_second:.1f} rounds/s, worker CPU {a.worker_cpu_ms_per_round:.1f} vs"
+            f" {f.worker_cpu_ms_per_round:.1f} ms/round",
+            file=sys.stderr,
+            flush=True,
+        )
     return out
 
 
@@ -291,13 +299,9 @@ async def measure(b: Bench) -> list[Figure]:
             runs["pyc"] = await fair_pairs(b, server, "pyc", VARIANT_PAIRS)
             runs["reimport"] = await fair_pairs(b, server, "reimport", VARIANT_PAIRS)
     runs["logic"] = await logic_pairs(b, p.scale_logic_pairs)
-    parked_agent = await paused_runs(b, "agent")
-    parked_bare = await paused_runs(b, "bare")
     b.details["scale"] = {
         "activities": "real activities.AgentActivities in a worker process of their own",
         "pairs": {k: [[asdict(a), asdict(f)] for a, f in v] for k, v in runs.items()},
-        "paused_agent": parked_agent,
-        "paused_bare": parked_bare,
     }
     fair = runs["fair"]
     a0, f0 = fair[0]
@@ -305,9 +309,6 @@ async def measure(b: Bench) -> list[Figure]:
         f"model request {a0.request_bytes:,.0f} B mean vs floor {f0.request_bytes:,.0f} B"
         f" ({a0.model_requests} vs {f0.model_requests} requests)"
     )
-    n = p.paused_runs
-    per_run = (parked_agent["paused_rss_kib"] - parked_agent["idle_rss_kib"]) / n
-    per_run_bare = (parked_bare["paused_rss_kib"] - parked_bare["idle_rss_kib"]) / n
     small = "" if p.name == "full" else " (quick: reduced counts)"
     load = f"{p.scale_runs} concurrent runs × {p.scale_rounds} rounds"
     return [
@@ -336,27 +337,5 @@ async def measure(b: Bench) -> list[Figure]:
                 " workflow's no-op steps: the workflow's own cost; report only;"
                 f" {cost_note(runs['logic'])}"
             ),
-        ),
-        Figure(
-            key="scale.paused_rss",
-            label=f"5. worker RSS, {n} runs paused{small}",
-            value=parked_agent["paused_rss_kib"] / 1024,
-            unit="MiB",
-            floor=parked_bare["paused_rss_kib"] / 1024,
-            floor_label="bare wf",
-            note=(
-                f"worker subprocess; idle {parked_agent['idle_rss_kib'] / 1024:.0f} MiB; "
-                f"{per_run:.0f} KiB per paused agent run vs {per_run_bare:.0f} KiB per bare run; "
-                "report only"
-            ),
-        ),
-        Figure(
-            key="scale.approve_all",
-            label=f"5. approve {n} paused runs → all finished{small}",
-            value=parked_agent["approve_all_seconds"],
-            unit="s",
-            floor=parked_bare["approve_all_seconds"],
-            floor_label="bare wf",
-            note="agent: tool + closing model call per run; bare: two no-op steps; report only",
         ),
     ]
