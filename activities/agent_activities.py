@@ -134,7 +134,7 @@ class AgentActivities:
     @activity.defn(name=names.ACTIVITY_WORKER_SETUP)
     async def worker_setup(self) -> WorkerSetup:
         """What a run reads of this worker once: its tools and rules, the model's window, the
-        conversation's budget, whether people are notified."""
+        conversation's budget, whether people are notified, the escalation defaults."""
         try:
             window = await self.context_window()
         except ApplicationError as err:  # the server is down: the run learns its window later
@@ -151,6 +151,8 @@ class AgentActivities:
             ask_user=self._settings.ask_user,
             max_run_tokens=self._settings.max_run_tokens,
             budget_groups=list(self._settings.budget_groups),
+            escalate_after_seconds=self._settings.escalate_after_seconds,
+            escalate_to=list(self._settings.escalate_to),
         )
 
     # -------------------------------------------------------------- call_llm

@@ -41,6 +41,8 @@ NOTIFY_FORMATS: tuple[NotifyFormat, ...] = ("json", "slack")
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_GROUP = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+MAX_ESCALATION_GROUPS = 20
 _TOOL_SPEC = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -117,6 +119,20 @@ def _names(raw: object) -> tuple[str, ...]:
         if not _ENV_NAME.fullmatch(name):
             raise ValueError(f"lists {name[:40]!r}, which is not a variable name")
     return tuple(dict.fromkeys(names))
+
+
+def _escalation_groups(raw: object) -> tuple[str, ...]:
+    groups = [g for g in re.split(r"[\s,]+", str(raw).strip()) if g]
+    for group in groups:
+        if not _GROUP.fullmatch(group):
+            raise ValueError(
+                f"lists {group[:40]!r}, which is not a group name (letters, digits, . _ -;"
+                " at most 100)"
+            )
+    kept = tuple(dict.fromkeys(groups))
+    if len(kept) > MAX_ESCALATION_GROUPS:
+        raise ValueError(f"lists {len(kept)} groups, more than {MAX_ESCALATION_GROUPS}")
+    return kept
 
 
 def _tool_specs(raw: object) -> tuple[str, ...]:
@@ -592,6 +608,23 @@ class Environment(BaseSettings):
         " runs that do not set `options.ask_user`"
         " ([questions](docs/questions.md))",
         shown="`false`",
+    )
+    escalate_after_seconds: Annotated[float | None, BeforeValidator(_positive("seconds"))] = (
+        setting(
+            "AGENT_ESCALATE_AFTER_SECONDS",
+            None,
+            "a call waiting this long for a person is escalated to `AGENT_ESCALATE_TO` (a run's"
+            " `approval_escalate_after_seconds` wins)"
+            " ([expiry and escalation](docs/approval-policy.md#expiry-and-escalation))",
+            shown="*(none: never)*",
+        )
+    )
+    escalate_to: Annotated[tuple[str, ...], BeforeValidator(_escalation_groups)] = setting(
+        "AGENT_ESCALATE_TO",
+        (),
+        "`GROUP,…`: the groups an escalated call goes to, who may then answer it too (a run's"
+        " `approval_escalate_to` wins)",
+        shown="*(none)*",
     )
     task_queue: str | None = setting(
         "AGENT_TASK_QUEUE",

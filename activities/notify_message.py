@@ -26,7 +26,13 @@ SLACK_ARGUMENTS_CHARS = 300
 """The most characters of the arguments in a Slack line (the inbox shows them whole)."""
 SLACK_TEXT_CHARS = 200
 """The most characters of an id, a tool's name or an error in a Slack line."""
-CALL_EVENTS = ("approval_waiting", "approval_reminder", "question_waiting")
+CALL_EVENTS = (
+    "approval_waiting",
+    "approval_reminder",
+    "approval_expired",
+    "approval_escalated",
+    "question_waiting",
+)
 """Events about one call; `question_waiting` is a question the model asked (`ask_user`), its
 question and options as the call's arguments."""
 
@@ -58,7 +64,8 @@ def timestamp(moment: datetime | None) -> str | None:
 def json_body(request: NotifyRequest, *, link: str | None, include_content: bool) -> dict[str, Any]:
     """The body of `AGENT_NOTIFY_FORMAT=json`. A call's event: `event`, `workflow_id`, `run_id`,
     `call_id`, `tool`, `arguments` and `arguments_sha256` (only with `include_content`: what
-    `starter approve --run-id R --sha256 D` pins), `waiting_since`, `url`;
+    `starter approve --run-id R --sha256 D` pins), `waiting_since`, `url` (and `groups`, who may
+    answer now, for `approval_escalated`);
     `run_finished`: `event`, `workflow_id`, `run_id`, `finish_reason`, `error` (only with
     `include_content`), `url`; `budget_exhausted`: `used`, `limit`, `waiting_since`, `url`. `url`
     is null without an inbox."""
@@ -82,6 +89,8 @@ def json_body(request: NotifyRequest, *, link: str | None, include_content: bool
                 body["arguments_truncated"] = True
             body["arguments_sha256"] = arguments_digest(request.arguments)
         body["waiting_since"] = timestamp(request.waiting_since)
+        if request.event == "approval_escalated":
+            body["groups"] = list(request.groups or [])
     else:
         body["finish_reason"] = request.finish_reason
         if include_content:
@@ -150,6 +159,15 @@ def slack_text(request: NotifyRequest, *, link: str | None, include_content: boo
         where = f" in run {run} ({pin}){args}"
         if request.event == "approval_waiting":
             return f":hourglass_flowing_sand: {tool} is waiting for approval{where}"
+        if request.event == "approval_expired":
+            return (
+                f":hourglass: {tool} expired unanswered (nothing was rejected: ask again or"
+                f" reject it){where}"
+            )
+        if request.event == "approval_escalated":
+            groups = ", ".join(slack_code(g) for g in request.groups or [])
+            since = _slack_since(request.waiting_since)
+            return f":rotating_light: {tool} escalated to {groups}: waiting{since}{where}"
         since = _slack_since(request.waiting_since)
         return f":alarm_clock: Reminder: {tool} has been waiting for approval{since}{where}"
     line = f"Run {run} {_finished(request.finish_reason)}"

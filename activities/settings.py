@@ -178,6 +178,10 @@ class Settings:
     budget_groups: tuple[str, ...] = ()
     """`AGENT_BUDGET_GROUPS`: the groups whose people alone may grant tokens or stop a run at its
     budget; empty: anyone who may answer."""
+    escalate_after_seconds: float | None = None
+    """`AGENT_ESCALATE_AFTER_SECONDS`: a run's default `approval_escalate_after_seconds`."""
+    escalate_to: tuple[str, ...] = ()
+    """`AGENT_ESCALATE_TO`: a run's default `approval_escalate_to` (groups)."""
     trace_content: bool = False
     """`AGENT_TRACE_CONTENT=true`: the model-call and tool-call spans carry the messages, the
     arguments and the results (default: names, sizes and outcomes only)."""
@@ -249,6 +253,8 @@ class Settings:
             ask_user=given.ask_user,
             max_run_tokens=given.max_run_tokens,
             budget_groups=given.budget_groups,
+            escalate_after_seconds=given.escalate_after_seconds,
+            escalate_to=given.escalate_to,
         )
         state = settings.resolved_state_dir.resolve()
         if state == workspace or workspace in state.parents:

@@ -4,7 +4,7 @@ Every text goes through `starter.render`, as on the web page."""
 
 from __future__ import annotations
 
-from starter.render import answer_text, audit_arguments, decided_by, moment, visible
+from starter.render import answer_text, audit_action, audit_arguments, decided_by, moment, visible
 from workflows.audit import GRANT_BUDGET
 from workflows.model import AuditView
 
@@ -25,7 +25,10 @@ def counts_line(view: AuditView) -> str:
     line += f", with the run's input {c.seeded}" if c.seeded else ""
     line += f", questions answered {c.questions_answered}" if c.questions_answered else ""
     line += f", votes of approvers {c.votes}" if c.votes else ""
-    return line + (f", tokens granted {c.tokens_granted:,}" if c.tokens_granted else "")
+    line += f", tokens granted {c.tokens_granted:,}" if c.tokens_granted else ""
+    if c.expired or c.reopened or c.escalated:
+        line += f"; expired {c.expired}, asked again {c.reopened}, escalated {c.escalated}"
+    return line
 
 
 def tokens_line(view: AuditView) -> str:
@@ -52,7 +55,7 @@ def audit_lines(workflow_id: str, view: AuditView, run_id: str | None = None) ->
     rows: list[tuple[tuple[str, ...], str | None]] = []
     for number, entry in enumerate(view.decisions, start=view.dropped + 1):
         arguments = audit_arguments(entry.arguments) + (" (edited)" if entry.edited else "")
-        decision = "approved" if entry.approved else "rejected"
+        decision = audit_action(entry)
         if entry.tool == GRANT_BUDGET:
             decision = "granted" if entry.approved else "stopped"
         elif entry.answer is not None or entry.tool == "ask_user":

@@ -126,9 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--on-approval-timeout",
-        choices=["cancel", "reject"],
-        default="cancel",
-        help="what a timed-out approval does (default cancel)",
+        choices=["expire", "cancel", "reject"],
+        help="what a timed-out approval does: expire the calls (they wait until someone asks"
+        " again or rejects; the default), cancel the run, or reject the calls",
     )
     run.add_argument("--keep-alive", action="store_true", help="a session: wait for more messages")
     run.add_argument(
@@ -193,6 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
         " (otherwise the TEXTs are joined with spaces)",
     )
     answer.add_argument("--approver", help="who answers (default: your OS user)")
+    reask = sub.add_parser(
+        "reask",
+        parents=[common],
+        help="ask again for an expired call: it waits with a new deadline",
+    )
+    reask.add_argument("workflow_id")
+    reask.add_argument("call_id")
+    reask.add_argument("--approver", help="who asks again (default: your OS user)")
 
     grant = sub.add_parser(
         "grant", parents=[common], help="more tokens for a run at its budget, or stop it"
@@ -287,6 +295,7 @@ COMMANDS: dict[str, Command] = {
     "approve": commands.cmd_approve,
     "reject": commands.cmd_reject,
     "answer": commands.cmd_answer,
+    "reask": commands.cmd_reask,
     "cancel": commands.cmd_cancel,
     "say": commands.cmd_say,
     "watch": commands.cmd_watch,

@@ -52,6 +52,7 @@ from starter.render import (
     call_text,
     event_line,
     message_lines,
+    moment,
     pin_hint,
     question_text,
     quorum_text,
@@ -182,10 +183,9 @@ async def follow_run(ctx: Ctx, workflow_id: str, *, after: int = -1) -> int:
 
 
 async def cmd_run(ctx: Ctx, args: argparse.Namespace) -> int:
-    options: dict[str, Any] = {
-        "keep_alive": args.keep_alive,
-        "on_approval_timeout": args.on_approval_timeout,
-    }
+    options: dict[str, Any] = {"keep_alive": args.keep_alive}
+    if args.on_approval_timeout is not None:
+        options["on_approval_timeout"] = args.on_approval_timeout
     if args.ask_user:
         options["ask_user"] = True
     if args.max_rounds is not None:
@@ -419,6 +419,32 @@ async def cmd_answer(ctx: Ctx, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def cmd_reask(ctx: Ctx, args: argparse.Namespace) -> int:
+    """Ask again for an expired call (`reopen_approval`): it waits with a new deadline. A call
+    that has not expired, or is unknown, is refused with the workflow's reason (exit 2)."""
+    handle = await running_handle(ctx, args.workflow_id, f"ask again for {args.call_id}")
+    approver = args.approver or default_approver()
+    try:
+        status = await handle.reopen(args.call_id, approver)
+    except WorkflowUpdateFailedError as err:
+        raise CliError(
+            f"{visible(args.call_id)} not asked again: {refusal(err)}", code=EXIT_USAGE
+        ) from None
+    deadline = status.approval_deadline
+    ctx.out.data(
+        {
+            "workflow_id": args.workflow_id,
+            "call_id": args.call_id,
+            "approver": approver,
+            "deadline": deadline.isoformat() if deadline else None,
+            "expired": status.expired,
+        }
+    )
+    until = f" until {moment(deadline)}" if deadline else ""
+    ctx.out.line(f"{visible(args.call_id)} asked again by {visible(approver)}: waiting{until}")
+    return EXIT_OK
+
+
 async def cmd_policy(ctx: Ctx, args: argparse.Namespace) -> int:
     """The run's effective approval rules; with `--set FILE`, replace the run's rules first."""
     if args.set is not None:
@@ -554,7 +580,13 @@ async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
             pin = pin_hint(
                 run.workflow_id, call.id, run.first_run_id, arguments_digest(call.arguments)
             )
-            ctx.out.line(f"    {cli_name()} approve|reject {pin}")
+            if call.id in status.expired:
+                ctx.out.line(
+                    f"    expired: {cli_name()} reask {visible(run.workflow_id)} {visible(call.id)}"
+                    f" (or reject {pin})"
+                )
+            else:
+                ctx.out.line(f"    {cli_name()} approve|reject {pin}")
         for question in status.pending_questions:
             ctx.out.line(f"  question {question_text(question)}")
             ctx.out.line(

@@ -36,6 +36,7 @@ from starter.watch import Ended, Quiet, Restart, Text, watch
 from starter.web.auth import UsersFileError
 from workflows.arguments import arguments_digest
 from workflows.model import (
+    ApprovalExpiredEvent,
     AwaitingApprovalEvent,
     FinishReason,
     QuestionEvent,
@@ -190,6 +191,12 @@ async def follow(
                     how = "one option per TEXT" if item.multiple else "TEXT"
                     call = f"{visible(workflow_id)} {visible(item.call_id)}"
                     out.info(f"  answer it: {cli_name()} answer {call} {how}")
+                elif isinstance(item, ApprovalExpiredEvent) and not prompts.closed:
+                    for call_id in item.call_ids:
+                        out.info(
+                            f"  ask again: {cli_name()} reask {visible(workflow_id)}"
+                            f" {visible(call_id)} (or reject it, or cancel the run)"
+                        )
     return Followed(None, last)  # pragma: no cover - watch always ends with Ended
 
 

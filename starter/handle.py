@@ -184,6 +184,21 @@ class AgentHandle:
         budget: BudgetStatus = await self._worker(update, None)
         return budget
 
+    async def reopen(self, call_id: str, approver: str | None = None) -> AgentStatus:
+        """Ask again for an expired call (`reopen_approval`): it waits with a new deadline.
+        WorkflowUpdateFailedError (with the reason) when the workflow refuses it."""
+        payload: dict[str, Any] = {"call_id": call_id}
+        if approver is not None:
+            payload["approver"] = approver
+        update = self.raw.execute_update(
+            names.UPDATE_REOPEN_APPROVAL,
+            payload,
+            id=f"reopen-{uuid.uuid4().hex}",
+            result_type=AgentStatus,
+        )
+        status: AgentStatus = await self._worker(update, None)
+        return status
+
     async def answer(
         self,
         response: ToolApprovalResponse | dict[str, Any],

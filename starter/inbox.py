@@ -23,6 +23,7 @@ from starter.handle import AgentHandle
 from workflows import names
 from workflows.arguments import arguments_digest
 from workflows.model import (
+    PERSON_PHASES,
     AgentStatus,
     BudgetStatus,
     ChatMessage,
@@ -35,15 +36,16 @@ log = logging.getLogger(__name__)
 
 DETAILS_TIMEOUT_SECONDS = 3.0
 
-FOR_A_PERSON = ("awaiting_approval", "awaiting_answer", "budget_exhausted")
-"""The phases in which a run waits for a person: calls to approve, questions to answer, a token
-budget to grant."""
+FOR_A_PERSON = (*PERSON_PHASES, "budget_exhausted")
+"""The phases in which a run waits for a person: calls to approve (also expired ones), questions
+to answer, a token budget to grant."""
 _PHASES = ", ".join(f'"{phase}"' for phase in FOR_A_PERSON)
 INBOX_QUERY = (
     f'WorkflowType="{names.WORKFLOW_TYPE}" AND {names.AGENT_STATUS.name} IN ({_PHASES})'
     ' AND ExecutionStatus="Running"'
 )
-"""Runs waiting for a person (to approve calls, answer a question, or grant tokens). A run that was
+"""Runs waiting for a person (to approve calls, also after their approval timeout passed:
+`approval_expired`, answer a question, or grant tokens). A run that was
 terminated while waiting keeps its last `AgentStatus`, so only open runs count (and a query to
 a closed one would wait for a worker)."""
 
@@ -130,6 +132,7 @@ class WaitingRun:
             "awaiting_since": status.awaiting_since.isoformat() if status.awaiting_since else None,
             "pending_count": len(status.pending_approvals),
             "pending": [c.model_dump(mode="json") for c in status.pending_approvals],
+            "expired": list(status.expired),
             "decided": [d.model_dump(mode="json") for d in status.decided],
             "questions": [q.model_dump(mode="json") for q in status.pending_questions],
             "quorums": [q.model_dump(mode="json") for q in status.quorums],
@@ -207,7 +210,7 @@ def waits_for_person(status: AgentStatus) -> bool:
     """Calls to approve, questions to answer, or a token budget to grant."""
     if status.phase == "budget_exhausted":
         return status.budget is not None
-    waits = status.phase in ("awaiting_approval", "awaiting_answer")
+    waits = status.phase in PERSON_PHASES
     return waits and bool(status.pending_approvals or status.pending_questions)
 
 

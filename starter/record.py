@@ -55,6 +55,7 @@ _PHASES: tuple[Phase, ...] = (
     "running",
     "awaiting_approval",
     "awaiting_answer",
+    "approval_expired",
     "waiting_for_message",
     "finished",
     "budget_exhausted",

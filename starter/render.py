@@ -14,7 +14,10 @@ from workflows.model import (
     AgentEvent,
     AnswerEvent,
     AnswerValue,
+    ApprovalEscalatedEvent,
     ApprovalEvent,
+    ApprovalExpiredEvent,
+    ApprovalReopenedEvent,
     ApprovalVoteEvent,
     AuditEntry,
     AwaitingApprovalEvent,
@@ -166,6 +169,17 @@ def event_line(event: AgentEvent) -> str:
         )
     if (line := budget_event_line(event)) is not None:
         return f"{r} {line}"
+    if isinstance(event, ApprovalExpiredEvent):
+        ids = ", ".join(visible(c) for c in event.call_ids)
+        return f"{r} approval_expired {ids}: nothing rejected; waiting until someone asks again"
+    if isinstance(event, ApprovalReopenedEvent):
+        by = f" by {visible(event.approver)}" if event.approver else ""
+        until = f", waiting until {moment(event.deadline)}" if event.deadline else ""
+        return f"{r} approval_reopened {visible(event.call_id)}: asked again{by}{until}"
+    if isinstance(event, ApprovalEscalatedEvent):
+        ids = ", ".join(visible(c) for c in event.call_ids)
+        groups = ", ".join(visible(g) for g in event.groups)
+        return f"{r} approval_escalated {ids} to {groups}"
     return f"{r} {event.type}"  # pragma: no cover - every type is handled above
 
 
@@ -186,7 +200,7 @@ def decided_by(entry: AuditEntry) -> str:
     input` (answers given when the run started)."""
     if entry.source == "person" and entry.approvers:  # a call under an approver rule
         return "people " + ", ".join(visible(name) for name in entry.approvers)
-    if entry.source == "person":
+    if entry.source == "person" or entry.action == "reopened":
         return f"person {visible(entry.approver)}" if entry.approver else "a person (unnamed)"
     if entry.source == "policy":
         return f"rule {entry.rule}" if entry.rule is not None else "a rule"
@@ -195,6 +209,14 @@ def decided_by(entry: AuditEntry) -> str:
     if entry.source == "seed":
         return "the run's input"
     return visible(str(entry.source))  # pragma: no cover - every source is handled above
+
+
+def audit_action(entry: AuditEntry) -> str:
+    """What an audit entry records: `approved`, `rejected`, or what happened to a waiting call
+    (`expired`, `asked again`, `escalated`)."""
+    if entry.action == "decided":
+        return "approved" if entry.approved else "rejected"
+    return {"reopened": "asked again"}.get(entry.action, entry.action)
 
 
 def moment(at: datetime | None) -> str:

@@ -47,6 +47,7 @@ LIST_TIMEOUT = timedelta(seconds=10)
 OPEN_STATUSES = (
     "running",
     "awaiting_approval",
+    "approval_expired",
     "awaiting_answer",
     "waiting_for_message",
     "budget_exhausted",
@@ -59,12 +60,16 @@ finished by itself (the row says how: `stop`, `max_rounds`, `cancelled`, `error`
 `finished` when its memo does not say)."""
 
 BASE_QUERY = f'WorkflowType="{names.WORKFLOW_TYPE}" AND ExecutionStatus!="ContinuedAsNew"'
-_WAITING = '("awaiting_approval", "awaiting_answer", "waiting_for_message", "budget_exhausted")'
+_WAITING = (
+    '("awaiting_approval", "approval_expired", "awaiting_answer", "waiting_for_message",'
+    ' "budget_exhausted")'
+)
 _PHASE = names.AGENT_STATUS.name
 STATUS_QUERIES = {
     "running": f'ExecutionStatus="Running" AND ({_PHASE} IS NULL OR {_PHASE} NOT IN {_WAITING})',
     "awaiting_approval": f'ExecutionStatus="Running" AND {_PHASE}="awaiting_approval"',
     "awaiting_answer": f'ExecutionStatus="Running" AND {_PHASE}="awaiting_answer"',
+    "approval_expired": f'ExecutionStatus="Running" AND {_PHASE}="approval_expired"',
     "waiting_for_message": f'ExecutionStatus="Running" AND {_PHASE}="waiting_for_message"',
     "budget_exhausted": f'ExecutionStatus="Running" AND {_PHASE}="budget_exhausted"',
     "finished": 'ExecutionStatus IN ("Completed", "Canceled")',

@@ -32,15 +32,18 @@ with workflow.unsafe.imports_passed_through():
     from workflows.conversation import Conversation
     from workflows.doors import Doors
     from workflows.event_log import EVENT_TEXT_LIMIT, EventLog
+    from workflows.expiry import reopen_problem, resolve_timeout_policy
     from workflows.inputs import (
         Parsed,
         parse_approval_policy,
         parse_cancel,
         parse_grant,
+        parse_reopen,
         parse_user_message,
     )
     from workflows.live_stream import STREAM_PUBLISH_SIGNAL, LiveStream
     from workflows.model import (
+        PERSON_PHASES,
         AgentEvent,
         AgentRunInput,
         AgentRunResult,
@@ -58,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         LlmResponse,
         PendingQuestion,
         Phase,
+        ReopenRequest,
         ToolApprovalResponse,
         ToolCall,
         WarningEvent,
@@ -117,6 +121,7 @@ class AgentWorkflow:
         """Sealed payloads are taken only by the run and handler they were sealed for."""
         if self._doors.bound and self._refused is None and not continued:
             self._refused = self._doors.unbound(input._sealed_for, START_ROLE, first_run=False)
+        resolve_timeout_policy(self._state.options, rules)
         self._log = EventLog(self._state)
         self._conversation = Conversation(self._state, self._limits)
         self._approvals = Approvals(
@@ -169,6 +174,7 @@ class AgentWorkflow:
             self._notifier,
             self._turns,
             questions=self._questions,
+            rules=rules,
             emit=self._emit,
             set_phase=self._set_phase,
             handing_over=self._should_continue_as_new,
@@ -503,6 +509,28 @@ class AgentWorkflow:
         except ValueError as err:
             raise ApplicationError(str(err), type="InvalidAnswer", non_retryable=True) from None
 
+    @workflow.update(name=names.UPDATE_REOPEN_APPROVAL)
+    def reopen_approval(self, payload: RawValue) -> AgentStatus:
+        """Ask again for an expired call: it waits with a new deadline. Returns the status."""
+        self._waits.reopen(self._validated_reopen(payload), self._conversation.pending())
+        return self.status()
+
+    @reopen_approval.validator
+    def _validate_reopen_approval(self, payload: RawValue) -> None:
+        self._validated_reopen(payload)
+
+    def _validated_reopen(self, payload: RawValue) -> ReopenRequest:
+        value, error = self._doors.update(names.UPDATE_REOPEN_APPROVAL, payload)
+        parsed = parse_reopen(value) if error is None else None
+        if parsed is None or parsed.value is None:
+            why = str(error) if parsed is None else str(parsed.error)
+            raise ApplicationError(why, type="InvalidReopen", non_retryable=True)
+        waiting = [] if self._finished else self._approvals.waiting()
+        call_id = parsed.value.call_id
+        if problem := reopen_problem(self._state, waiting, call_id, finished=self._finished):
+            raise ApplicationError(problem, type="InvalidReopen", non_retryable=True)
+        return parsed.value
+
     @workflow.update(name=names.UPDATE_SET_APPROVAL_POLICY)
     def set_approval_policy(self, payload: RawValue) -> PolicyView:
         """Replace the run's rules (remembered ones included); calls waiting for a person that
@@ -562,17 +590,24 @@ class AgentWorkflow:
     @workflow.query(name=names.QUERY_STATUS)
     def status(self) -> AgentStatus:
         state = self._state
-        waits = self._phase in ("awaiting_approval", "awaiting_answer")
-        awaiting = waits and state.approval_wait is not None
+        awaiting = self._phase in PERSON_PHASES and state.approval_wait is not None
+        waiting = [] if self._finished else self._approvals.waiting()
         return AgentStatus(
             phase=self._phase,
             round=state.round,
-            pending_approvals=[] if self._finished else self._approvals.waiting(),
+            pending_approvals=waiting,
             finish_reason=self._finish_reason,
             cancel_requested=state.cancel is not None,
             awaiting_since=state.approval_wait.since if awaiting and state.approval_wait else None,
             decided=[] if self._finished else self._approvals.decided(),
             run_id=workflow.info().first_execution_run_id,
+            expired=[c.id for c in waiting if c.id in state.expired],
+            escalations={
+                c.id: state.escalations[c.id] for c in waiting if c.id in state.escalations
+            },
+            approval_deadline=state.approval_wait.deadline
+            if awaiting and state.approval_wait
+            else None,
             pending_questions=[] if self._finished else self._questions.shown(),
             budget=self._budget.status(),
             quorums=[] if self._finished else self._approvals.quorums(),
@@ -628,7 +663,7 @@ class AgentWorkflow:
         self._phase = phase
         metrics.phase_changed(phase)
         pending = 0
-        if phase in ("awaiting_approval", "awaiting_answer"):
+        if phase in PERSON_PHASES:
             asked = self._questions.waiting(self._conversation.pending())
             pending = len(self._approvals.waiting()) + len(asked)
         self._visibility.show(phase, details, pending)
@@ -638,7 +673,7 @@ class AgentWorkflow:
 
     def _show_waiting(self) -> None:
         """After an answer: what the UI and the inbox show of the calls still waiting."""
-        if self._phase in ("awaiting_approval", "awaiting_answer"):
+        if self._phase in PERSON_PHASES:
             self._waits.show(self._conversation.pending())
 
     def _should_continue_as_new(self) -> bool:

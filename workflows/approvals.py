@@ -21,6 +21,7 @@ from workflows.arguments import arguments_digest
 from workflows.audit import record_decision
 from workflows.conversation import Conversation
 from workflows.edits import Edit, edited_call
+from workflows.expiry import approval_problem
 from workflows.inputs import parse_approval
 from workflows.model import (
     AgentState,
@@ -270,6 +271,8 @@ class Approvals:
                 other = f"{CHANGED_SINCE_SHOWN} (it belongs to another run)"
                 return Received(problem=other, note=note)
         problem = self.problem(response.call_id, finished=finished)
+        if problem is None:
+            problem = approval_problem(self._state, response)
         if problem is not None:
             return Received(problem=problem, note=note)
         if self._rules.bind_answers_to_shown_call and response.arguments_sha256 is not None:
@@ -440,3 +443,5 @@ class Approvals:
         self._state.cut_off.clear()
         if self._rules.forget_asked_after_batch:
             self._state.asked.clear()
+        self._state.expired.clear()
+        self._state.escalations.clear()

@@ -11,6 +11,7 @@ from workflows.arguments import arguments_json
 from workflows.model import (
     AgentState,
     ApprovalRecord,
+    AuditAction,
     AuditEntry,
     AuditView,
     BudgetGrant,
@@ -101,6 +102,38 @@ def record_grant(state: AgentState, grant: BudgetGrant, at: datetime) -> None:
         at=at,
     )
     state.audit_counts.tokens_granted += grant.tokens or 0
+    _keep(state, entry)
+
+
+def record_action(
+    state: AgentState,
+    call: ToolCall,
+    action: AuditAction,
+    at: datetime,
+    *,
+    approver: str | None = None,
+    reason: str | None = None,
+) -> None:
+    """Add what happened to a waiting call that is no decision: it `expired`, was `reopened`
+    (asked again, by `approver`) or `escalated` (to the groups `reason` names)."""
+    entry = AuditEntry(
+        call_id=call.id,
+        tool=call.name,
+        arguments=audit_arguments(call.arguments),
+        approved=False,
+        source="person" if action == "reopened" else "timeout",
+        approver=approver,
+        reason=None if reason is None else shorten(reason, 500),
+        at=at,
+        action=action,
+    )
+    counts = state.audit_counts
+    if action == "expired":
+        counts.expired += 1
+    elif action == "reopened":
+        counts.reopened += 1
+    elif action == "escalated":
+        counts.escalated += 1
     _keep(state, entry)
 
 

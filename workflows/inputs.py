@@ -20,6 +20,7 @@ from workflows.model import (
     BudgetGrant,
     CancelRequest,
     ChatMessage,
+    ReopenRequest,
     ToolApprovalResponse,
     UserMessageInput,
     describe_validation,
@@ -76,6 +77,16 @@ def parse_approval(payload: object) -> Parsed[ToolApprovalResponse]:
         value = value.model_copy(update={"approver": value.approver[:MAX_APPROVER_CHARS]})
         notes.append(f"approver for {call} cut to {MAX_APPROVER_CHARS} characters ({cut} dropped)")
     return Parsed(value=value, note="; ".join(notes) or None)
+
+
+def parse_reopen(payload: object) -> Parsed[ReopenRequest]:
+    """`reopen_approval` takes `{"call_id": str, "approver"?: str}` (the approver cut to size)."""
+    value, error = _validate(ReopenRequest, payload, "reopen request")
+    if error is not None or not isinstance(value, ReopenRequest):
+        return Parsed(error=error)
+    if value.approver is not None and len(value.approver) > MAX_APPROVER_CHARS:
+        value = value.model_copy(update={"approver": value.approver[:MAX_APPROVER_CHARS]})
+    return Parsed(value=value)
 
 
 def parse_cancel(payload: object) -> Parsed[CancelRequest]:

@@ -7,19 +7,22 @@ are the ones the worker's Prometheus endpoint serves (`runtime.metrics_runtime` 
 to counters):
 
 - `agent_rounds_total`: a model call the loop makes (`round_started`);
-- `agent_approvals_total{source, decision}`: every answer recorded (`approval_recorded`);
+- `agent_approvals_total{source, decision}`: every answer recorded (`approval_recorded`), and
+  every call whose approval timeout passed unanswered (`decision="expired"`, `source="timeout"`:
+  `approvals_expired`);
 - `agent_approval_wait_seconds{source}`: for an answer to a call that was announced as waiting,
   workflow time from the `awaiting_approval` event to the answer;
 - `agent_compactions_total`: a compaction of the model's view (`compacted`);
 - `agent_runs_waiting_for_person`: a gauge, this worker's view (`phase_changed`, `run_left`).
 
 The gauge is the one fact that is state, not an event: it counts the runs this worker process
-holds in its workflow cache whose phase is `awaiting_approval`. That set is kept once per
-process (`workflows.waiting_runs`, imported through the sandbox's pass-through, so every run
-shares it whatever copy of this module it uses), updated whether or not the run is replaying (a
-run rebuilt from history while it waits is waiting), and each change sets the gauge through the
-worker's own meter (`bind_waiting_gauge`, called by the plugin for every worker it configures;
-the replay-safe workflow meter would miss a change made while replaying). A run leaves the set
+holds in its workflow cache whose phase is one of `WAITING_PHASES`. That set
+is kept once per process (`workflows.waiting_runs`, imported through the sandbox's
+pass-through, so every run shares it whatever copy of this module it uses), updated whether or
+not the run is replaying (a run rebuilt from history while it waits is waiting), and each
+change sets the gauge through the worker's own meter (`bind_waiting_gauge`, called by the
+plugin for every worker it configures; the replay-safe workflow meter would miss a change made
+while replaying). A run leaves the set
 when it leaves the phase, and when its execution ends on this worker in any way (finished,
 failed, continued as new, evicted from the cache): `RunTracking` calls `run_left`.
 """
@@ -43,8 +46,9 @@ APPROVALS = "agent_approvals"
 APPROVAL_WAIT = "agent_approval_wait_seconds"
 COMPACTIONS = "agent_compactions"
 WAITING = "agent_runs_waiting_for_person"
-WAITING_PHASES = ("awaiting_approval", "awaiting_answer")
-"""The phases in which a run waits for a person (a call to approve, a question to answer)."""
+WAITING_PHASES = ("awaiting_approval", "approval_expired", "awaiting_answer")
+"""The phases in which a run waits for a person (a call to approve, also after its approval
+timeout passed, a question to answer)."""
 
 
 def _meter() -> MetricMeter | None:
@@ -73,6 +77,15 @@ def approval_recorded(record: ApprovalRecord, wait: ApprovalWait | None) -> None
         ).record(seconds, {"source": record.source})
 
 
+def approvals_expired(count: int) -> None:
+    """Calls whose approval timeout passed unanswered (`on_approval_timeout: expire`): counted
+    as `decision="expired"`, by the `timeout` (nothing was decided: the calls wait on)."""
+    if (meter := _meter()) is not None and count:
+        meter.create_counter(APPROVALS, "Answers to tool calls, by who decided").add(
+            count, {"source": "timeout", "decision": "expired"}
+        )
+
+
 def compacted() -> None:
     """The model's view was compacted (a `compaction` event)."""
     if (meter := _meter()) is not None:
@@ -88,8 +101,8 @@ def bind_waiting_gauge(namespace: str, task_queue: str, meter: MetricMeter) -> N
 
 
 def phase_changed(phase: str) -> None:
-    """The run's phase changed: it waits for a person exactly while it is `awaiting_approval` or
-    `awaiting_answer`."""
+    """The run's phase changed: it waits for a person exactly while it is `awaiting_approval`,
+    `approval_expired` (its calls wait on after their timeout) or `awaiting_answer`."""
     if workflow.in_workflow():
         _mark(phase in WAITING_PHASES)
 

@@ -40,12 +40,15 @@ FinishReason = Literal["stop", "max_rounds", "cancelled", "error", "budget"]
 Phase = Literal[
     "running",
     "awaiting_approval",
+    "approval_expired",
     "awaiting_answer",
     "waiting_for_message",
     "finished",
     "budget_exhausted",
 ]
-ApprovalTimeoutPolicy = Literal["cancel", "reject"]
+PERSON_PHASES: tuple[Phase, ...] = ("awaiting_approval", "approval_expired", "awaiting_answer")
+"""The phases in which a run waits for a person (the inbox lists it)."""
+ApprovalTimeoutPolicy = Literal["cancel", "reject", "expire"]
 ApprovalSource = Literal["person", "policy", "timeout", "seed"]
 AnswerValue = (
     Annotated[str, Field(max_length=4_000)]
@@ -276,6 +279,16 @@ class CancelRequest(BaseModel):
     """Who asked (the signed-in web user, the starter's OS user), when known."""
 
 
+class ReopenRequest(BaseModel):
+    """The `reopen_approval` update: ask again for an expired call (a new deadline)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    call_id: Annotated[StrictStr, Field(min_length=1)]
+    approver: StrictStr | None = None
+    """Who asks again (the signed-in web user, the starter's OS user)."""
+
+
 class UserMessageInput(BaseModel):
     """The short form of `send_message`: `{"content": "..."}` is a user message."""
 
@@ -293,7 +306,17 @@ class AgentRunOptions(BaseModel):
     tools: list[str] | None = None
     approval_required: list[str] | None = None
     approval_timeout_seconds: Annotated[float, Field(gt=0)] | None = None
-    on_approval_timeout: ApprovalTimeoutPolicy = "cancel"
+    on_approval_timeout: ApprovalTimeoutPolicy | None = None
+    """What the approval timeout does: `expire` (the calls wait on, expired, until a person asks
+    again, rejects or cancels), `cancel` (the run) or `reject` (the calls). null: `expire` for
+    runs of this release (`versions.Rules.expire_on_timeout`), `cancel` for earlier ones."""
+    approval_escalate_after_seconds: Annotated[float, Field(gt=0)] | None = None
+    """After a call has waited this long, `approval_escalate_to` may answer it too (null: the
+    worker's AGENT_ESCALATE_AFTER_SECONDS, or never)."""
+    approval_escalate_to: list[Annotated[StrictStr, Field(min_length=1, max_length=100)]] | None = (
+        Field(default=None, max_length=20)
+    )
+    """The groups a call is escalated to (null: the worker's AGENT_ESCALATE_TO)."""
     tool_approval_responses: list[ToolApprovalResponse] = Field(default_factory=list)
     keep_alive: bool = False
     model: str | None = None
@@ -374,6 +397,9 @@ class ApprovalRecord(BaseModel):
         return without_none(handler(self), SIGNED_FIELDS)
 
 
+AuditAction = Literal["decided", "expired", "reopened", "escalated"]
+
+
 class AuditEntry(BaseModel):
     """One decision about one call, as the audit lists it: who or which rule, when, and the
     arguments that ran (or would have run, for a rejection), bounded."""
@@ -394,6 +420,11 @@ class AuditEntry(BaseModel):
     approvers: list[str] | None = Field(default=None, exclude_if=lambda value: value is None)
     """A call under an approver rule: every person whose answer decided it (left out of the JSON
     otherwise)."""
+    action: AuditAction = Field(default="decided", exclude_if=lambda value: value == "decided")
+    """What happened: a decision (`decided`, left out of the JSON), or the call `expired` (its
+    approval timeout passed unanswered, source `timeout`), was asked again (`reopened`, by
+    `approver`) or `escalated` (to the groups in `reason`). Only a decision approves or
+    rejects: `approved` is false for the others."""
 
 
 class AuditCounts(BaseModel):
@@ -411,6 +442,13 @@ class AuditCounts(BaseModel):
     out of the JSON while 0)."""
     tokens_granted: int = Field(default=0, exclude_if=lambda value: value == 0)
     """Tokens people granted to the run's budget (`grant_budget`; left out of the JSON while 0)."""
+    expired: int = Field(default=0, exclude_if=lambda value: value == 0)
+    """Calls whose approval timeout passed unanswered (`on_approval_timeout: expire`); left out
+    of the JSON while 0, as are the next two."""
+    reopened: int = Field(default=0, exclude_if=lambda value: value == 0)
+    """Expired calls a person asked again (`reopen_approval`)."""
+    escalated: int = Field(default=0, exclude_if=lambda value: value == 0)
+    """Calls escalated to more groups (`approval_escalate_after_seconds`)."""
 
 
 class AuditView(BaseModel):
@@ -590,6 +628,38 @@ class BudgetStoppedEvent(BaseEvent):
     approver: str | None = None
 
 
+class ApprovalExpiredEvent(BaseEvent):
+    """The approval timeout passed with these calls unanswered: they are `expired`, not
+    rejected (the model is not told); they wait until a person asks again, rejects or
+    cancels."""
+
+    type: Literal["approval_expired"] = "approval_expired"
+    call_ids: list[str]
+    calls: list[ToolCall]
+    at: datetime
+
+
+class ApprovalReopenedEvent(BaseEvent):
+    """A person asked again for an expired call (`reopen_approval`): it waits with a new
+    deadline."""
+
+    type: Literal["approval_reopened"] = "approval_reopened"
+    call_id: str
+    approver: str | None = None
+    deadline: datetime | None = None
+    at: datetime
+
+
+class ApprovalEscalatedEvent(BaseEvent):
+    """These calls waited `approval_escalate_after_seconds`: people of `groups` may answer them
+    too."""
+
+    type: Literal["approval_escalated"] = "approval_escalated"
+    call_ids: list[str]
+    groups: list[str]
+    at: datetime
+
+
 AgentEvent = Annotated[
     TextDeltaEvent
     | ToolCallEvent
@@ -605,7 +675,10 @@ AgentEvent = Annotated[
     | AnswerEvent
     | BudgetExhaustedEvent
     | BudgetGrantedEvent
-    | BudgetStoppedEvent,
+    | BudgetStoppedEvent
+    | ApprovalExpiredEvent
+    | ApprovalReopenedEvent
+    | ApprovalEscalatedEvent,
     Field(discriminator="type"),
 ]
 
@@ -741,6 +814,13 @@ class AgentStatus(BaseModel):
     `AGENT_MAX_RUN_TOKENS`)."""
     quorums: list[Quorum] = Field(default_factory=list)
     """The waiting calls under an approver rule: who may answer and the approvals so far."""
+    expired: list[str] = Field(default_factory=list)
+    """The pending calls whose approval timeout passed unanswered (`reopen_approval` asks
+    again)."""
+    escalations: dict[str, list[str]] = Field(default_factory=dict)
+    """Call id → the groups it was escalated to (they may answer it too)."""
+    approval_deadline: datetime | None = None
+    """When the approval timeout of the calls waiting now passes (workflow time), if it does."""
 
 
 # ---- Activity contracts ----
@@ -836,6 +916,12 @@ class WorkerSetup(BaseModel):
     """The worker's cap on a run's token budget (AGENT_MAX_RUN_TOKENS); left out when unset."""
     budget_groups: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
     """Who may grant tokens (AGENT_BUDGET_GROUPS); empty: anyone who may answer."""
+    escalate_after_seconds: float | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
+    """The worker's AGENT_ESCALATE_AFTER_SECONDS: a run's default (left out when unset)."""
+    escalate_to: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
+    """The worker's AGENT_ESCALATE_TO: a run's default (left out when empty)."""
 
 
 class NotifyRequest(BaseModel):
@@ -844,9 +930,14 @@ class NotifyRequest(BaseModel):
     arguments out when encryption is on (unless AGENT_NOTIFY_ARGUMENTS=true)."""
 
     event: Literal[
-        "approval_waiting", "approval_reminder", "question_waiting", "run_finished",
+        "approval_waiting",
+        "approval_reminder",
+        "approval_expired",
+        "approval_escalated",
+        "question_waiting",
+        "run_finished",
         "budget_exhausted",
-    ]  # fmt: skip
+    ]
     workflow_id: str
     run_id: str
     """The first run id of the run's chain (what an answer carries as `run_id`)."""
@@ -860,6 +951,8 @@ class NotifyRequest(BaseModel):
     """`budget_exhausted`: the tokens the run used (left out otherwise)."""
     limit: int | None = Field(default=None, exclude_if=lambda value: value is None)
     """`budget_exhausted`: the run's token budget (left out otherwise)."""
+    groups: list[str] | None = Field(default=None, exclude_if=lambda value: value is None)
+    """`approval_escalated`: the groups that may answer now (left out otherwise)."""
 
 
 class ContextState(BaseModel):
@@ -1037,6 +1130,15 @@ class AgentState(BaseModel):
     votes: dict[str, list[Vote]] = Field(default_factory=dict, exclude_if=lambda value: not value)
     """Pending calls under an approver rule: the signed votes taken so far (cleared with the
     answers when the batch ran; left out of the JSON while none)."""
+    expired: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
+    """Pending calls whose approval timeout passed unanswered (`on_approval_timeout: expire`);
+    cleared when their batch ran. Bounded by the calls of one reply. Left out when empty, as
+    are `escalations`."""
+    escalations: dict[str, list[str]] = Field(
+        default_factory=dict, exclude_if=lambda value: not value
+    )
+    """Pending calls escalated (`approval_escalate_after_seconds`) → the groups that may answer
+    them too; cleared when their batch ran. Bounded by the calls of one reply."""
     cut_off: dict[str, int | None] = Field(default_factory=dict)
     """Pending calls of a reply cut off at the token limit (`finish_reason: length`), with the
     `max_tokens` the request carried: a call whose arguments were cut is told so."""

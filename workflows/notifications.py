@@ -1,11 +1,13 @@
 """People are told when a call waits for them: the one owner of a run's notifications.
 
 When the worker notifies (`WorkerSetup.notify`, its AGENT_NOTIFY_URL), a call that starts waiting
-for a person is one `notify` activity (`approval_waiting`), and again at half the approval
-timeout (`approval_reminder`); the loop never waits for them, and a delivery that finally fails
-is a `warning`. The end of a run that waited for a person (`run_finished`) goes out through
-`AgentNotification`, a child workflow the run leaves behind, so the run closes at once while the
-delivery is retried for up to an hour. That child sends only as the child of the run it tells
+for a person is one `notify` activity (`approval_waiting`, again when a person asks again for
+an expired call), and again at half the approval timeout (`approval_reminder`), when its
+timeout passes unanswered (`approval_expired`) and when it is escalated (`approval_escalated`);
+the loop never waits for them, and a delivery that finally fails is a `warning`. The end of a
+run that waited for a person (`run_finished`) goes out through `AgentNotification`, a child
+workflow the run leaves behind, so the run closes at once while the delivery is retried for up
+to an hour. That child sends only as the child of the run it tells
 about: started any other way it fails before sending anything.
 
 A failed delivery is retried with backoff (1 s, doubling, at most 5 minutes apart: after the
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -37,6 +40,10 @@ NOTIFY_RETRY = RetryPolicy(
 DELIVERY_TIME = timedelta(hours=1)
 """How long a notification is tried for, in all."""
 ATTEMPT_TIME = timedelta(seconds=30)
+CallEvent = Literal[
+    "approval_waiting", "approval_reminder", "approval_expired", "approval_escalated"
+]
+"""The notifications about one waiting call."""
 
 
 def start_notify(request: NotifyRequest) -> workflow.ActivityHandle[None]:
@@ -71,22 +78,41 @@ class Notifier:
     def waiting(self, calls_waiting: Sequence[ToolCall], *, reminder: bool = False) -> None:
         """Tell people about each call waiting for them (the loop goes on at once)."""
         wait = self._state.approval_wait
+        if reminder and wait is not None and self.enabled:
+            wait.reminded = True
+        self._tell("approval_reminder" if reminder else "approval_waiting", calls_waiting)
+
+    def expired(self, calls_expired: Sequence[ToolCall]) -> None:
+        """Tell people these calls expired unanswered (they wait on until someone acts)."""
+        self._tell("approval_expired", calls_expired)
+
+    def escalated(self, calls_escalated: Sequence[ToolCall], groups: Sequence[str]) -> None:
+        """Tell people these calls may now be answered by `groups` too."""
+        self._tell("approval_escalated", calls_escalated, groups=list(groups))
+
+    def _tell(
+        self,
+        event: CallEvent,
+        calls_told: Sequence[ToolCall],
+        *,
+        groups: list[str] | None = None,
+    ) -> None:
+        wait = self._state.approval_wait
         if not self.enabled or wait is None:
             return
         self._state.waited_for_person = True
-        if reminder:
-            wait.reminded = True
         info = workflow.info()
-        for call in calls_waiting:
+        for call in calls_told:
             self._deliver(
                 NotifyRequest(
-                    event="approval_reminder" if reminder else "approval_waiting",
+                    event=event,
                     workflow_id=info.workflow_id,
                     run_id=info.first_execution_run_id,
                     call_id=call.id,
                     tool=call.name,
                     arguments=call.arguments,
                     waiting_since=wait.since,
+                    groups=groups,
                 )
             )
 

@@ -132,6 +132,12 @@ class Rules:
     approver_rules: bool = True
     """A rule's `approvers` decide who may answer a call and how many must (`workflows.quorum`);
     a run rule cannot lower an enforced one's count or widen its groups."""
+    expire_on_timeout: bool = True
+    """A run whose options name no `on_approval_timeout` lets its approval timeout expire the
+    calls (they wait on until a person acts; else: the timeout cancels the run)."""
+    escalate_approvals: bool = True
+    """A call that waited `approval_escalate_after_seconds` is escalated to
+    `approval_escalate_to` (the run's, else the worker's)."""
 
     # ---- repeats, limits and turns
     repeat_limit: bool = True
@@ -188,6 +194,8 @@ class Rules:
             setup_on_the_run_worker=False,
             token_budget=False,
             approver_rules=False,
+            expire_on_timeout=False,
+            escalate_approvals=False,
         )
 
     @classmethod

@@ -46,3 +46,12 @@ def describe_questions(round_: int, questions: list[Question], calls: list[ToolC
     if calls:
         lines.append(describe_waiting(round_, calls))
     return "\n".join(lines)
+
+
+def describe_expired(round_: int, waiting: list[ToolCall]) -> str:
+    """The details while every waiting call expired: nobody is being asked until someone asks
+    again."""
+    lines = [f"round {round_}: {len(waiting)} call(s) expired unanswered (ask again, or reject)"]
+    for call in waiting:
+        lines.append(f"- {call.id}: {call.name} {shorten(arguments_text(call.arguments), 200)}")
+    return "\n".join(lines)

@@ -1,8 +1,8 @@
 """The run's durable waits: for a person's answers, and for a session's next message.
 
 Each wait holds across continue-as-new (its deadline is carried in the state) and gives way to
-a cancel and to continue-as-new; people are told when an approval wait begins, and reminded at
-half its timeout.
+a cancel and to continue-as-new; people are told when an approval wait begins, reminded at
+half its timeout, and told when its calls expire or are escalated (`workflows.expiry`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ from temporalio import workflow
 from workflows import bounds
 from workflows.approvals import Approvals
 from workflows.asking import Questions
+from workflows.expiry import Expiry, escalation_of, phase_of, timeout_policy
 from workflows.model import (
     AgentState,
     ApprovalWait,
     AwaitingApprovalEvent,
     BaseEvent,
     Phase,
+    ReopenRequest,
     SessionWait,
     ToolApprovalResponse,
     ToolCall,
@@ -29,7 +31,8 @@ from workflows.notices import APPROVAL_TIMED_OUT
 from workflows.notifications import Notifier
 from workflows.questions import QUESTION_TIMED_OUT
 from workflows.turns import Turns
-from workflows.visibility import describe_questions, describe_waiting
+from workflows.versions import Rules
+from workflows.visibility import describe_expired, describe_questions, describe_waiting
 
 
 class Waits:
@@ -41,11 +44,14 @@ class Waits:
         turns: Turns,
         *,
         questions: Questions,
+        rules: Rules,
         emit: Callable[[BaseEvent], None],
         set_phase: Callable[[Phase, str], None],
         handing_over: Callable[[], bool],
     ) -> None:
         self._state = state
+        self._rules = rules
+        self._expiry = Expiry(state, notifier, emit=emit, now=workflow.now)
         self._approvals = approvals
         self._questions = questions
         self._notifier = notifier
@@ -57,9 +63,11 @@ class Waits:
 
     async def for_answers(self, pending: list[ToolCall]) -> bool:
         """Wait durably until every pending call and question is answered, or cancel, or the
-        timeout (people are told when the wait begins, and reminded at half its timeout).
+        timeout (people are told when the wait begins, reminded at half its timeout, and told of
+        an escalation). With `on_approval_timeout: expire` the timeout expires the calls and the
+        wait goes on, with no timer, until a person acts (`workflows.expiry`).
 
-        Returns True when the approval timeout fired.
+        Returns True when the approval timeout ended the wait (`cancel`, `reject`).
         """
         state = self._state
         waiting = self._approvals.unanswered(pending)
@@ -74,43 +82,67 @@ class Waits:
             self._notifier.waiting(waiting)
         self._notifier.questions(self._questions.announce(pending))
         self.show(pending)
+        wait = state.approval_wait
+        policy = timeout_policy(state.options, self._rules)
+        escalation = escalation_of(state.options, state.setup, self._rules)
         while True:
-            deadline = state.approval_wait.deadline
+            deadline = wait.deadline
             reminder = self._notifier.reminder_due()
-            until = reminder or deadline
+            escalate_at = self._expiry.escalation_due(
+                self._approvals.unanswered(pending), escalation
+            )
+            moments = [m for m in (reminder, deadline, escalate_at) if m is not None]
+            until = min(moments) if moments else None
             timeout: float | None = None
             if until is not None:
                 timeout = max(0.0, (until - workflow.now()).total_seconds())
+            summary = "approval timeout"
+            if reminder is not None and until == reminder:
+                summary = "approval reminder"
+            elif escalate_at is not None and until == escalate_at:
+                summary = "approval escalation"
+
+            def done() -> bool:
+                return (
+                    state.cancel is not None
+                    or not (self._approvals.unanswered(pending) or self._questions.waiting(pending))
+                    or self._handing_over()
+                )
+
             try:
                 await workflow.wait_condition(
-                    lambda: (
-                        state.cancel is not None
-                        or not (
-                            self._approvals.unanswered(pending) or self._questions.waiting(pending)
-                        )
-                        or self._handing_over()
-                    ),
+                    lambda: done() or wait.deadline != deadline,  # noqa: B023 - read at once
                     timeout=timeout,
-                    timeout_summary="approval reminder" if reminder else "approval timeout",
+                    timeout_summary=summary,
                 )
-                return False
             except TimeoutError:
-                if reminder is not None:
+                if reminder is not None and until == reminder:
                     self._notifier.waiting(self._approvals.unanswered(pending), reminder=True)
+                if escalation is not None and escalate_at is not None and until == escalate_at:
+                    self._expiry.escalate(self._approvals.unanswered(pending), escalation)
+                if deadline is None or until != deadline:
                     continue
-            if state.options.on_approval_timeout == "reject":
-                for call in self._approvals.unanswered(pending):
-                    self._approvals.answer(
-                        ToolApprovalResponse(
-                            call_id=call.id, approved=False, reason=APPROVAL_TIMED_OUT
-                        ),
-                        source="timeout",
-                    )
-                self._questions.time_out(pending, QUESTION_TIMED_OUT)
-            return True
+                if policy == "expire":
+                    self._expiry.expire(self._approvals.unanswered(pending))
+                    self.show(pending)
+                    continue
+                if policy == "reject":
+                    for call in self._approvals.unanswered(pending):
+                        self._approvals.answer(
+                            ToolApprovalResponse(
+                                call_id=call.id, approved=False, reason=APPROVAL_TIMED_OUT
+                            ),
+                            source="timeout",
+                        )
+                    self._questions.time_out(pending, QUESTION_TIMED_OUT)
+                return True
+            if not done():
+                continue  # asked again: a new deadline
+            return False
 
     def show(self, pending: list[ToolCall]) -> None:
-        """The phase and details of a wait: `awaiting_answer` while a question waits."""
+        """The phase and details of a wait: `awaiting_answer` while a question waits,
+        `approval_expired` when every call waiting has expired, else `awaiting_approval`."""
         round_ = self._state.round
         questions = self._questions.waiting(pending)
         if questions:
@@ -118,7 +150,17 @@ class Waits:
             self._set_phase("awaiting_answer", describe_questions(round_, questions, calls))
             return
         calls = self._approvals.unanswered(pending)
+        if phase_of(self._state, calls) == "approval_expired":
+            self._set_phase("approval_expired", describe_expired(round_, calls))
+            return
         self._set_phase("awaiting_approval", describe_waiting(round_, calls))
+
+    def reopen(self, request: ReopenRequest, pending: list[ToolCall]) -> None:
+        """Ask again for an expired call (`reopen_approval`, validated): a new deadline wakes the
+        wait."""
+        call = next(c for c in self._approvals.unanswered(pending) if c.id == request.call_id)
+        self._expiry.reopen(request, call)  # the validator checked it waits, expired
+        self.show(pending)
 
     async def for_message(self, wait: SessionWait) -> bool:
         """A session between turns, durably, across continue-as-new (the idle deadline is

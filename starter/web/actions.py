@@ -1,6 +1,7 @@
 """What the web server asks of Temporal on a person's behalf: start a run, answer a call (through
-the `submit_approval` update, so a refusal comes back with the workflow's reason), cancel, send a
-message. Each returns the HTTP status and the JSON body to answer with."""
+the `submit_approval` update, so a refusal comes back with the workflow's reason), ask again for
+an expired call (`reopen_approval`), cancel, send a message. Each returns the HTTP status and the
+JSON body to answer with."""
 
 from __future__ import annotations
 
@@ -194,6 +195,32 @@ async def submit_answer(
     except Exception as err:
         return _failure(err, workflow_id)
     return 200, {"questions": [q.model_dump(mode="json") for q in waiting]}
+
+
+async def reopen(client: Client, workflow_id: str, body: Any, approver: str) -> Answer:
+    """Ask again for an expired call as `approver` (`reopen_approval`): `{"call_id": "…"}`; the
+    body may not name who asks. A call that has not expired is refused with the reason (409)."""
+    if not isinstance(body, dict):
+        return 400, {"error": 'the body must be a JSON object: {"call_id": "…"}'}
+    if "approver" in body:
+        return 400, {"error": "'approver' is set by the server: it is the signed-in user"}
+    unknown = sorted(set(body) - {"call_id"})
+    if unknown:
+        return 400, {"error": f"unknown field '{unknown[0]}' (a reopen takes call_id)"}
+    call_id = body.get("call_id")
+    if not isinstance(call_id, str) or not call_id:
+        return 400, {"error": "'call_id' must be a non-empty string"}
+    handle = AgentHandle(client, workflow_id, worker_wait=WORKER_WAIT_SECONDS)
+    try:
+        status = await handle.reopen(call_id, approver)
+    except Exception as err:
+        return _failure(err, workflow_id)
+    deadline = status.approval_deadline
+    return 200, {
+        "call_id": call_id,
+        "deadline": deadline.isoformat() if deadline else None,
+        "expired": list(status.expired),
+    }
 
 
 async def cancel(client: Client, workflow_id: str, body: Any, requested_by: str) -> Answer:

@@ -33,7 +33,15 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities.approver_key import ApproverKey
 from starter.audit_table import counts_line, dropped_line, tokens_line
 from starter.handle import AgentHandle
-from starter.render import age, answer_text, audit_arguments, decided_by, event_line, moment
+from starter.render import (
+    age,
+    answer_text,
+    audit_action,
+    audit_arguments,
+    decided_by,
+    event_line,
+    moment,
+)
 from starter.request_guards import MIB, AsciiHeaders, LimitedBody, LoopbackHostOnly
 from starter.runs import PAGE_SIZE as RUNS_PAGE_SIZE
 from starter.runs import STATUSES, BadFilter, RunRow, list_runs, parse_filter
@@ -88,6 +96,7 @@ def _templates() -> Environment:
     env.filters["audit_args"] = audit_arguments
     env.filters["decided_by"] = decided_by
     env.filters["answer"] = answer_text
+    env.filters["audit_action"] = audit_action
     env.globals["counts_line"] = counts_line
     env.globals["tokens_line"] = tokens_line
     env.globals["dropped_line"] = dropped_line
@@ -509,6 +518,15 @@ class WebApp:
         self.inbox.poke()
         return JSONResponse(answer, status_code=code)
 
+    async def api_reopen(self, request: Request, who: Identity) -> Response:
+        body, bad = await self.json_body(request)
+        if bad is not None:
+            return bad
+        workflow_id = workflow_id_of(request)
+        code, answer = await actions.reopen(self.client, workflow_id, body, who.user)
+        self.inbox.poke()
+        return JSONResponse(answer, status_code=code)
+
     async def api_cancel(self, request: Request, who: Identity) -> Response:
         body, bad = await self.json_body(request)
         if bad is not None:
@@ -557,6 +575,11 @@ class WebApp:
             Route(
                 "/api/runs/{workflow_id}/budget",
                 api(self.api_grant, changes=True),
+                methods=["POST"],
+            ),
+            Route(
+                "/api/runs/{workflow_id}/reopen",
+                api(self.api_reopen, changes=True),
                 methods=["POST"],
             ),
             Route(

@@ -232,6 +232,32 @@ async def test_a_restarted_worker_counts_only_what_it_sees(metrics_worker: Metri
     assert await w.value("agent_runs_waiting_for_person") == 0
 
 
+async def test_an_expired_call_is_counted_as_expired(metrics_worker: MetricsWorker) -> None:
+    """The approval timeout passes unanswered (`expire`, the default): one
+    `agent_approvals_total{source="timeout", decision="expired"}` per call, no answer counted,
+    and the run still counts as waiting for a person."""
+    w = metrics_worker
+    w.fake.enqueue(delete_call("call_1", (10, 2)), Reply(text="Kept.", usage=(12, 2)))
+    handle = await w.start_run(
+        "Please delete the logs folder", AgentRunOptions(approval_timeout_seconds=0.5)
+    )
+    await wait_for_phase(handle, "approval_expired")
+    assert await wait_until(
+        lambda: _equals(w.value("agent_approvals_total", source="timeout", decision="expired"), 1),
+        timeout=10,
+    )
+    assert await w.value("agent_approvals_total", decision="rejected") == 0
+    assert await w.value("agent_approvals_total", decision="approved") == 0
+    assert await wait_until(
+        lambda: _equals(w.value("agent_runs_waiting_for_person"), 1), timeout=10
+    )
+    await answer(handle, "call_1", approved=False)
+    await handle.result()
+    assert await w.value("agent_approvals_total", source="person", decision="rejected") == 1
+    assert await w.value("agent_approvals_total", decision="expired") == 1
+    assert await w.value("agent_runs_waiting_for_person") == 0
+
+
 async def _equals(value: Any, expected: float) -> bool:
     return bool(await value == expected)
 

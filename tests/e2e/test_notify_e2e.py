@@ -324,6 +324,40 @@ async def test_a_reminder_at_half_the_approval_timeout(client, tmp_path):
             await finish(handle)
 
 
+async def test_escalation_and_expiry_reach_the_receiver(client, tmp_path):
+    """The worker's defaults (AGENT_ESCALATE_AFTER_SECONDS=1, AGENT_ESCALATE_TO=ops,oncall) reach
+    the run: after a second the call is escalated (an `approval_escalated` event, the groups in
+    the status and in the POST); at its two-second timeout it expires (`approval_expired`, the
+    default of new runs): nothing rejected, the run waits on."""
+    options = AgentRunOptions(approval_timeout_seconds=2)
+    extra = {"AGENT_ESCALATE_AFTER_SECONDS": "1", "AGENT_ESCALATE_TO": "ops,oncall"}
+    async with notifying(client, tmp_path, **extra) as n:
+        handle = await n.start(options)
+        try:
+            call_id = (await waiting_call(handle)).pending_approvals[0].id
+            st = await wait_for_phase(handle, "approval_expired", timeout=60)
+            assert st.expired == [call_id]
+            assert st.escalations == {call_id: ["ops", "oncall"]}
+            posts = await n.receiver.wait_for(4, timeout=60)  # and the reminder at half the timeout
+            bodies = {p["body"]["event"]: p["body"] for p in posts}
+            assert set(bodies) == {
+                "approval_waiting",
+                "approval_reminder",
+                "approval_escalated",
+                "approval_expired",
+            }
+            assert bodies["approval_escalated"]["groups"] == ["ops", "oncall"]
+            assert bodies["approval_escalated"]["call_id"] == call_id
+            assert bodies["approval_expired"]["call_id"] == call_id
+            assert "groups" not in bodies["approval_expired"]
+            evs = await events(handle)
+            [escalated] = [e for e in evs if e.type == "approval_escalated"]
+            assert (escalated.call_ids, escalated.groups) == ([call_id], ["ops", "oncall"])
+            assert not [e for e in evs if e.type in ("approval", "finished", "warning")]
+        finally:
+            await finish(handle)
+
+
 async def test_time_from_a_call_waiting_to_the_receiver_getting_it(client, tmp_path):
     async with notifying(client, tmp_path) as n:
         delays: list[float] = []

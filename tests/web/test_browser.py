@@ -205,6 +205,39 @@ async def test_the_inbox_lists_two_waiting_runs_and_answers_them(
     await expect(delete_item).to_have_count(0)
 
 
+async def test_ask_again_on_an_expired_call_then_reject_it(
+    client: Client, worker: Worker, page: Page
+) -> None:
+    """The approval timeout passed: the inbox shows the call as expired, with `Ask again` and
+    no `Approve`; asking again reopens it (as the signed-in user); expired again, it is
+    rejected from its card."""
+    options = AgentRunOptions(approval_timeout_seconds=1)  # expire: the default of new runs
+    handle = await start(client, worker, "run: echo again", options)
+    st = await wait_for_phase(handle, "approval_expired")
+    [call_id] = st.expired
+    await page.goto("/")
+    item = call_of(page, handle.id, call_id)
+    await expect(item).to_have_attribute("data-expired", "true")
+    await expect(item.locator(".expired-label")).to_have_text("expired")
+    await expect(item.get_by_role("button", name="Approve")).to_have_count(0)
+    await item.get_by_role("button", name="Ask again").click()
+    await expect(page.locator("#notes")).to_have_text(f"{call_id} asked again")
+    [reopened] = of_type(await events(handle), "approval_reopened")
+    assert (reopened.call_id, reopened.approver) == (call_id, "alice")
+
+    async def expired_again() -> bool:
+        return len(of_type(await events(handle), "approval_expired")) == 2
+
+    await wait_until(expired_again)
+    await expect(item).to_have_attribute("data-expired", "true")
+    await item.get_by_label("Reason").fill("too late now")
+    await item.get_by_role("button", name="Reject").click()
+    result = await handle.result()
+    assert [m.content for m in result.messages if m.role == "tool"] == ["Rejected: too late now"]
+    [answer] = await approvals(handle)
+    assert not answer.approved and answer.approver == "alice"
+
+
 async def test_the_inbox_updates_itself_when_runs_start_and_stop_waiting_elsewhere(
     client: Client, worker: Worker, page: Page
 ) -> None:

@@ -23,7 +23,7 @@ from starter.web.auth import SESSION_COOKIE, UsersFile, check_password
 from tests.fake_openai import text
 from tests.helpers import events, of_type, status, wait_for_phase, wait_until
 from tests.web.conftest import PASSWORD, Served, Worker, serve_web
-from workflows.model import AgentRunInput, AgentRunResult, AgentStatus, ChatMessage
+from workflows.model import AgentRunInput, AgentRunOptions, AgentRunResult, AgentStatus, ChatMessage
 
 pytestmark = pytest.mark.web
 
@@ -194,6 +194,48 @@ async def test_a_bearer_token_answers_and_the_approver_is_its_user(
         assert (await http.get("/api/pending")).status_code == 401
 
 
+async def test_reopen_through_the_api(client: Client, worker: Worker, served: Served) -> None:
+    """`POST /api/runs/W/reopen {"call_id"}`: a call that has not expired is refused with the
+    workflow's reason (409), a bad body is a 400, and an expired call is asked again as the
+    token's user."""
+    waiting = await start(client, worker, "run: echo waiting")
+    status = await wait_for_phase(waiting, "awaiting_approval")
+    call_id = status.pending_approvals[0].id
+    auth = {"Authorization": f"Bearer {served.token}"}
+    async with httpx.AsyncClient(base_url=served.url, headers=auth) as http:
+        url = f"/api/runs/{waiting.id}/reopen"
+        refused = await http.post(url, json={"call_id": call_id})
+        assert refused.status_code == 409
+        assert refused.json()["error"].startswith(f"call '{call_id}' has not expired")
+        for body, why in (
+            ({"call_id": call_id, "approver": "the-ceo"}, "'approver' is set by the server"),
+            ({"call_id": ""}, "'call_id' must be a non-empty string"),
+            ({"call_id": call_id, "deadline": 5}, "unknown field 'deadline'"),
+            (["x"], "the body must be a JSON object"),
+        ):
+            bad = await http.post(url, json=body)
+            assert bad.status_code == 400 and why in bad.json()["error"], bad.text
+        assert of_type(await events(waiting), "approval_reopened") == []
+        await waiting.terminate("test over")
+
+        expiring = await client.start_workflow(
+            "AgentWorkflow",
+            AgentRunInput.from_prompt(
+                "run: echo later", AgentRunOptions(approval_timeout_seconds=1)
+            ),
+            id=f"agent-http-{uuid.uuid4().hex[:10]}",
+            task_queue=worker.queue,
+            result_type=AgentRunResult,
+        )
+        [call_id] = (await wait_for_phase(expiring, "approval_expired")).expired
+        taken = await http.post(f"/api/runs/{expiring.id}/reopen", json={"call_id": call_id})
+        assert taken.status_code == 200, taken.text
+        assert taken.json()["call_id"] == call_id and taken.json()["deadline"]
+        [reopened] = of_type(await events(expiring), "approval_reopened")
+        assert reopened.approver == "alice"
+        await expiring.terminate("test over")
+
+
 async def test_a_session_cannot_choose_the_approver_either(
     client: Client, worker: Worker, served: Served
 ) -> None:
@@ -234,6 +276,7 @@ async def test_the_json_api_and_its_server_sent_events(
             "awaiting_since",
             "pending_count",
             "pending",
+            "expired",
             "decided",
             "questions",
             "quorums",

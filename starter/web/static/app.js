@@ -49,7 +49,7 @@
   }
 
   function keyOf(el) {
-    return ["data-workflow-id", "data-call-id", "data-run-id", "data-arguments-sha256", "data-budget"]
+    return ["data-workflow-id", "data-call-id", "data-run-id", "data-arguments-sha256", "data-budget", "data-expired"]
       .map(function (name) { return el.getAttribute(name) || ""; }).join("\u0000");
   }
 
@@ -111,6 +111,7 @@
       if (kind === "answer") await answer(form, event.submitter);
       else if (kind === "question") await answerQuestion(form);
       else if (kind === "start") await start(form);
+      else if (kind === "reask") await reask(form);
       else if (kind === "cancel") await cancelRun(form);
       else if (kind === "message") await message(form);
       else if (kind === "grant") await grant(form, event.submitter);
@@ -248,6 +249,19 @@
     show("alert", "");
     if (card) card.remove();
     show("note", id + (stop ? ": stopped at its budget" : ": granted " + payload.tokens + " tokens"));
+    refreshNow();
+  }
+
+  // An expired call asked again: it waits with a new deadline (the card comes back as waiting).
+  async function reask(form) {
+    const callId = form.elements["call_id"].value;
+    const result = await send(form.getAttribute("data-api"), { call_id: callId });
+    if (!result.ok) {
+      show("alert", callId + ": " + failure(result));
+      return;
+    }
+    show("alert", "");
+    show("note", callId + " asked again");
     refreshNow();
   }
 

@@ -1,0 +1,233 @@
+"""Expiry is not a denial: with `on_approval_timeout: expire` (the default of new runs) a call
+whose approval timeout passes unanswered waits on, `expired`; nothing is rejected and the model
+is not asked again until a person asks again (`reopen_approval`, a new deadline), rejects it or
+cancels the run. Escalation: a call that waited `approval_escalate_after_seconds` goes to
+`approval_escalate_to` too. Real dev server (short real timeouts) or the real time-skipping test
+server (an hour passes in seconds), a real worker with the fake activities."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
+
+from tests.fakes import FakeAgentActivities, calls, text
+from tests.helpers import (
+    events,
+    messages,
+    of_type,
+    start_run,
+    status,
+    tool_messages,
+    wait_for_phase,
+    wait_until,
+    worker_for,
+)
+from workflows.model import (
+    AgentRunInput,
+    AgentRunOptions,
+    AgentStatus,
+    AuditView,
+    ToolApprovalResponse,
+)
+
+HOUR = 3600
+SHORT = 0.5
+"""A real approval timeout short enough for a test (the dev server's clock)."""
+
+
+def delete_logs() -> FakeAgentActivities:
+    return FakeAgentActivities(
+        replies=[calls(("c1", "delete_path", '{"path": "logs"}')), text("all done")],
+        notifies=True,
+    )
+
+
+async def reopen(handle: WorkflowHandle[Any, Any], call_id: str, who: str = "ann") -> AgentStatus:
+    result: AgentStatus = await handle.execute_update(
+        "reopen_approval", {"call_id": call_id, "approver": who}, result_type=AgentStatus
+    )
+    return result
+
+
+def refusal(err: WorkflowUpdateFailedError) -> str:
+    assert isinstance(err.cause, ApplicationError)
+    return err.cause.message
+
+
+async def audit(handle: WorkflowHandle[Any, Any]) -> AuditView:
+    view: AuditView = await handle.query("audit", result_type=AuditView)
+    return view
+
+
+async def test_expire_is_the_default_nothing_is_rejected_and_cancel_ends_it(client, task_queue):
+    fake = delete_logs()
+    options = AgentRunOptions(approval_timeout_seconds=SHORT)  # on_approval_timeout not given
+    assert options.on_approval_timeout is None
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x", options))
+        st = await wait_for_phase(handle, "approval_expired")
+        assert st.expired == ["c1"]
+        assert [c.id for c in st.pending_approvals] == ["c1"]  # still waiting for a person
+        assert st.approval_deadline is None  # no timer: it waits until someone acts
+        assert st.awaiting_since is not None
+        evs = await events(handle)
+        [expired] = of_type(evs, "approval_expired")
+        assert expired.call_ids == ["c1"] and [c.name for c in expired.calls] == ["delete_path"]
+        assert not of_type(evs, "approval") and not of_type(evs, "finished")
+        assert tool_messages(await messages(handle)) == []
+        assert len(fake.llm_requests) == 1 and fake.tools_run == []  # the model was not told
+        await wait_until(lambda: [r for r in fake.notify_requests if r.event == "approval_expired"])
+        [told] = [r for r in fake.notify_requests if r.event == "approval_expired"]
+        assert (told.call_id, told.tool) == ("c1", "delete_path")
+        view = await audit(handle)
+        assert view.counts.expired == 1 and view.counts.by_timeout == 0
+        assert [(d.call_id, d.action, d.source) for d in view.decisions] == [
+            ("c1", "expired", "timeout")
+        ]
+        await handle.signal("cancel", {"reason": "nobody is around"})
+        result = await handle.result()
+    assert result.finish_reason == "cancelled"
+    assert result.error == "Agent run cancelled: nobody is around"
+    assert len(fake.llm_requests) == 1 and fake.tools_run == []
+
+
+async def test_reject_after_expiry_is_taken_approve_is_not(client, task_queue):
+    fake = delete_logs()
+    options = AgentRunOptions(approval_timeout_seconds=SHORT, on_approval_timeout="expire")
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x", options))
+        await wait_for_phase(handle, "approval_expired")
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(
+                "submit_approval", {"call_id": "c1", "approved": True, "approver": "ann"}
+            )
+        assert "call 'c1' has expired: ask again first" in refusal(refused.value)
+        await handle.execute_update(
+            "submit_approval",
+            {"call_id": "c1", "approved": False, "reason": "not today", "approver": "ann"},
+        )
+        result = await handle.result()
+    assert result.finish_reason == "stop"
+    [tool] = tool_messages(result.messages)
+    assert tool.content == "Rejected: not today"
+    assert fake.tools_run == [] and len(fake.llm_requests) == 2
+
+
+async def test_reopen_of_a_call_that_has_not_expired_is_refused_and_changes_nothing(
+    client, task_queue
+):
+    fake = delete_logs()
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))
+        before = await wait_for_phase(handle, "awaiting_approval")
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await reopen(handle, "c1")
+        assert refusal(refused.value) == (
+            "call 'c1' has not expired: it is waiting for an answer (only an expired call can"
+            " be asked again)"
+        )
+        with pytest.raises(WorkflowUpdateFailedError) as unknown:
+            await reopen(handle, "nope")
+        assert refusal(unknown.value) == "unknown call id 'nope' (waiting: c1)"
+        with pytest.raises(WorkflowUpdateFailedError) as bad:
+            await handle.execute_update("reopen_approval", {"call": "c1"})
+        assert "invalid reopen request" in refusal(bad.value)
+        after = await status(handle)
+        assert after == before
+        assert not of_type(await events(handle), "approval_reopened")
+        await handle.signal("tool_approval", ToolApprovalResponse(call_id="c1", approved=True))
+        result = await handle.result()
+    assert result.finish_reason == "stop" and fake.tools_run == ["c1"]
+
+
+async def test_reopen_gives_a_new_deadline_and_an_answer_then_runs_the_call(
+    time_skipping_env, task_queue
+):
+    env = time_skipping_env
+    client = env.client
+    fake = delete_logs()
+    options = AgentRunOptions(approval_timeout_seconds=HOUR)
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x", options))
+        first = await wait_for_phase(handle, "awaiting_approval")
+        assert first.approval_deadline is not None
+        await env.sleep(timedelta(seconds=HOUR + 60))
+        await wait_for_phase(handle, "approval_expired")
+        reopened = await reopen(handle, "c1")
+        assert reopened.phase == "awaiting_approval" and reopened.expired == []
+        assert reopened.approval_deadline is not None
+        assert reopened.approval_deadline - first.approval_deadline >= timedelta(seconds=HOUR)
+        [event] = of_type(await events(handle), "approval_reopened")
+        assert (event.call_id, event.approver, event.deadline) == (
+            "c1",
+            "ann",
+            reopened.approval_deadline,
+        )
+        # the fresh timer: unanswered again, the call expires again
+        await env.sleep(timedelta(seconds=HOUR + 60))
+        again = await wait_for_phase(handle, "approval_expired")
+        assert again.expired == ["c1"]
+        assert len(of_type(await events(handle), "approval_expired")) == 2
+        await reopen(handle, "c1", who="bob")
+        await handle.signal(
+            "tool_approval", ToolApprovalResponse(call_id="c1", approved=True, approver="bob")
+        )
+        result = await handle.result()
+        view = await audit(handle)
+    assert result.finish_reason == "stop" and fake.tools_run == ["c1"]
+    assert [(d.action, d.approver) for d in view.decisions] == [
+        ("expired", None),
+        ("reopened", "ann"),
+        ("expired", None),
+        ("reopened", "bob"),
+        ("decided", "bob"),
+    ]
+    assert (view.counts.expired, view.counts.reopened, view.counts.approved_by_person) == (2, 2, 1)
+    told = [r.event for r in fake.notify_requests]
+    assert told.count("approval_expired") == 2
+    assert told.count("approval_waiting") == 3  # the first wait and each time it was asked again
+
+
+async def test_explicit_cancel_still_cancels_the_run_at_the_timeout(client, task_queue):
+    fake = delete_logs()
+    options = AgentRunOptions(approval_timeout_seconds=SHORT, on_approval_timeout="cancel")
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x", options))
+        result = await handle.result()
+        evs = await events(handle)
+    assert result.finish_reason == "cancelled" and result.error == "Approval timed out"
+    assert not of_type(evs, "approval_expired")
+
+
+async def test_a_call_that_waited_long_is_escalated(client, task_queue):
+    fake = delete_logs()
+    options = AgentRunOptions(
+        approval_escalate_after_seconds=SHORT, approval_escalate_to=["ops", "oncall"]
+    )
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x", options))
+
+        async def escalated() -> AgentStatus | None:
+            st = await status(handle)
+            return st if st.escalations else None
+
+        st = await wait_until(escalated)
+        assert st.phase == "awaiting_approval" and st.escalations == {"c1": ["ops", "oncall"]}
+        [event] = of_type(await events(handle), "approval_escalated")
+        assert (event.call_ids, event.groups) == (["c1"], ["ops", "oncall"])
+        await wait_until(
+            lambda: [r for r in fake.notify_requests if r.event == "approval_escalated"]
+        )
+        [told] = [r for r in fake.notify_requests if r.event == "approval_escalated"]
+        assert (told.call_id, told.groups) == ("c1", ["ops", "oncall"])
+        view = await audit(handle)
+        assert view.counts.escalated == 1
+        assert [(d.action, d.reason) for d in view.decisions] == [("escalated", "ops, oncall")]
+        await handle.signal("tool_approval", ToolApprovalResponse(call_id="c1", approved=True))
+        result = await handle.result()
+        assert len(of_type(await events(handle), "approval_escalated")) == 1  # once per call
+    assert result.finish_reason == "stop"
