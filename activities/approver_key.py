@@ -18,8 +18,9 @@ from temporalio import activity
 
 from activities.environment import Environment, approver_key_bytes
 from workflows import names
-from workflows.model import ToolApprovalResponse
+from workflows.model import ReopenRequest, ToolApprovalResponse
 from workflows.signing import (
+    REOPEN,
     SignedFields,
     VerifyRequest,
     VerifyVerdict,
@@ -87,6 +88,41 @@ def sign_answer(
             "groups": groups,
             "run_id": run_id,
             "arguments_sha256": arguments_sha256,
+            "signed_at": signed_at,
+            "signature": key.sign(fields),
+        }
+    )
+
+
+def sign_reopen(
+    key: ApproverKey,
+    request: ReopenRequest,
+    *,
+    workflow_id: str,
+    run_id: str,
+    arguments_sha256: str,
+    approver: str,
+    groups: Sequence[str],
+    now: datetime | None = None,
+) -> ReopenRequest:
+    """`reopen_approval` as `approver` (of `groups`) signs it (decision `reopen`), bound to this
+    call of this run."""
+    signed_at = signed_at_text(now or datetime.now(UTC))
+    canonical = list(canonical_groups(groups))
+    fields = SignedFields(
+        approver=approver,
+        groups=tuple(canonical),
+        workflow_id=workflow_id,
+        run_id=run_id,
+        call_id=request.call_id,
+        arguments_sha256=arguments_sha256,
+        decision=REOPEN,
+        signed_at=signed_at,
+    )
+    return request.model_copy(
+        update={
+            "approver": approver,
+            "groups": canonical,
             "signed_at": signed_at,
             "signature": key.sign(fields),
         }

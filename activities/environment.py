@@ -615,7 +615,7 @@ class Environment(BaseSettings):
             None,
             "a call waiting this long for a person is escalated to `AGENT_ESCALATE_TO` (a run's"
             " `approval_escalate_after_seconds` wins)"
-            " ([expiry and escalation](docs/approval-policy.md#expiry-and-escalation))",
+            " ([expiry and escalation](docs/expiry.md))",
             shown="*(none: never)*",
         )
     )

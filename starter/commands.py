@@ -59,7 +59,7 @@ from starter.render import (
     rule_line,
     visible,
 )
-from starter.signed_answer import as_sent, groups_in_users_file
+from starter.signed_answer import as_sent, groups_in_users_file, reopen_as_sent
 from starter.signed_question import question_as_sent
 from starter.web.auth import UsersFileError
 from workflows import names
@@ -423,9 +423,18 @@ async def cmd_reask(ctx: Ctx, args: argparse.Namespace) -> int:
     """Ask again for an expired call (`reopen_approval`): it waits with a new deadline. A call
     that has not expired, or is unknown, is refused with the workflow's reason (exit 2)."""
     handle = await running_handle(ctx, args.workflow_id, f"ask again for {args.call_id}")
-    approver = args.approver or default_approver()
+    key = ApproverKey.from_env()
+    approver = signing_approver(args.approver) if key is not None else None
+    groups: tuple[str, ...] = ()
+    if approver is not None:  # signed as the OS user, with their groups, like an answer
+        try:
+            groups = groups_in_users_file(approver)
+        except UsersFileError as err:
+            raise CliError(f"AGENT_WEB_USERS_FILE: {err}", code=EXIT_USAGE) from None
+    approver = approver or args.approver or default_approver()
+    request = await reopen_as_sent(handle, args.call_id, key=key, approver=approver, groups=groups)
     try:
-        status = await handle.reopen(args.call_id, approver)
+        status = await handle.reopen(request)
     except WorkflowUpdateFailedError as err:
         raise CliError(
             f"{visible(args.call_id)} not asked again: {refusal(err)}", code=EXIT_USAGE

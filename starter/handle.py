@@ -41,6 +41,7 @@ from workflows.model import (
     ChatMessage,
     PendingQuestion,
     QuestionAnswer,
+    ReopenRequest,
     ToolApprovalResponse,
     ToolCall,
 )
@@ -184,15 +185,12 @@ class AgentHandle:
         budget: BudgetStatus = await self._worker(update, None)
         return budget
 
-    async def reopen(self, call_id: str, approver: str | None = None) -> AgentStatus:
+    async def reopen(self, request: ReopenRequest) -> AgentStatus:
         """Ask again for an expired call (`reopen_approval`): it waits with a new deadline.
         WorkflowUpdateFailedError (with the reason) when the workflow refuses it."""
-        payload: dict[str, Any] = {"call_id": call_id}
-        if approver is not None:
-            payload["approver"] = approver
         update = self.raw.execute_update(
             names.UPDATE_REOPEN_APPROVAL,
-            payload,
+            request,
             id=f"reopen-{uuid.uuid4().hex}",
             result_type=AgentStatus,
         )

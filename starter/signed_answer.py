@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from activities.approver_key import ApproverKey, sign_answer
+from activities.approver_key import ApproverKey, sign_answer, sign_reopen
 from activities.environment import Environment
 from starter.handle import AgentHandle
 from starter.web.auth import UsersFile
 from workflows.arguments import arguments_digest
-from workflows.model import ToolApprovalResponse
+from workflows.model import ReopenRequest, ToolApprovalResponse
 
 
 async def as_sent(
@@ -44,6 +44,36 @@ async def as_sent(
         workflow_id=handle.id,
         run_id=run_id,
         arguments_sha256=digest,
+        approver=approver,
+        groups=groups,
+    )
+
+
+async def reopen_as_sent(
+    handle: AgentHandle,
+    call_id: str,
+    *,
+    key: ApproverKey | None,
+    approver: str,
+    groups: Sequence[str],
+) -> ReopenRequest:
+    """`reopen_approval` for `call_id` as `approver` of `groups` sends it: signed with `key`
+    when there is one, bound to the run and the call's arguments as the run shows them now. A
+    call that is not waiting goes unsigned (the run refuses it, saying why)."""
+    request = ReopenRequest(call_id=call_id, approver=approver, groups=list(groups) or None)
+    if key is None:
+        return request
+    status = await handle.status()
+    call = next((c for c in status.pending_approvals if c.id == call_id), None)
+    run_id = await handle.first_run_id(status)
+    if call is None or run_id is None:
+        return request
+    return sign_reopen(
+        key,
+        request,
+        workflow_id=handle.id,
+        run_id=run_id,
+        arguments_sha256=arguments_digest(call.arguments),
         approver=approver,
         groups=groups,
     )

@@ -510,9 +510,20 @@ class AgentWorkflow:
             raise ApplicationError(str(err), type="InvalidAnswer", non_retryable=True) from None
 
     @workflow.update(name=names.UPDATE_REOPEN_APPROVAL)
-    def reopen_approval(self, payload: RawValue) -> AgentStatus:
-        """Ask again for an expired call: it waits with a new deadline. Returns the status."""
-        self._waits.reopen(self._validated_reopen(payload), self._conversation.pending())
+    async def reopen_approval(self, payload: RawValue) -> AgentStatus:
+        """Ask again for an expired call: it waits with a new deadline (a signed request once
+        the worker verified it). Returns the status."""
+        request = self._validated_reopen(payload)
+        if self._signed.signed_reopen(request):
+            problem = await self._signed.reopen_problem(request)
+            if problem is None:  # still expired and waiting after the check?
+                problem = reopen_problem(
+                    self._state, self._approvals.waiting(), request.call_id, finished=self._finished
+                )
+            if problem is not None:
+                self._warn(f"{names.UPDATE_REOPEN_APPROVAL}: {problem}")
+                raise ApplicationError(problem, type="InvalidReopen", non_retryable=True)
+        self._waits.reopen(request, self._conversation.pending())
         return self.status()
 
     @reopen_approval.validator

@@ -280,13 +280,32 @@ class CancelRequest(BaseModel):
 
 
 class ReopenRequest(BaseModel):
-    """The `reopen_approval` update: ask again for an expired call (a new deadline)."""
+    """The `reopen_approval` update: ask again for an expired call (a new deadline). Signed like
+    an answer (decision `reopen`) when the sender holds AGENT_APPROVER_KEY."""
 
     model_config = ConfigDict(extra="forbid")
 
     call_id: Annotated[StrictStr, Field(min_length=1)]
     approver: StrictStr | None = None
     """Who asks again (the signed-in web user, the starter's OS user)."""
+    groups: Annotated[list[GroupName], Field(max_length=MAX_GROUPS)] | None = None
+    """The approver's groups (the users file's)."""
+    signed_at: Annotated[StrictStr, Field(pattern=SIGNED_AT_PATTERN)] | None = None
+    signature: Annotated[StrictStr, Field(pattern=SIGNATURE_PATTERN)] | None = None
+    """HMAC-SHA256 (base64) under AGENT_APPROVER_KEY, as an answer's, with the decision
+    `reopen`: a request whose signature does not verify is refused."""
+
+    @model_validator(mode="after")
+    def _signed_whole(self) -> ReopenRequest:
+        if self.signature is not None and (self.signed_at is None or self.approver is None):
+            raise ValueError("a signature needs signed_at and approver")
+        if self.signed_at is not None and self.signature is None:
+            raise ValueError("signed_at is only taken with a signature")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return without_none(handler(self), ("approver", *SIGNED_FIELDS))
 
 
 class UserMessageInput(BaseModel):

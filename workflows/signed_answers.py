@@ -21,9 +21,9 @@ from workflows import bounds, names
 from workflows.approvals import Approvals
 from workflows.arguments import arguments_digest
 from workflows.conversation import Conversation
-from workflows.model import ToolApprovalResponse, ToolCall
+from workflows.model import ReopenRequest, ToolApprovalResponse, ToolCall
 from workflows.shown import shorten
-from workflows.signing import VerifyRequest, VerifyVerdict, decision_of
+from workflows.signing import REOPEN, VerifyRequest, VerifyVerdict, decision_of
 
 VERIFY_TIMEOUT = timedelta(seconds=10)
 """One check: an HMAC over a few hundred bytes, in the worker's own process."""
@@ -79,6 +79,37 @@ class SignedAnswers:
         if call is None:
             return f"call '{shown}' is not waiting for an answer"
         request = verify_request(response, call, workflow_id=self._workflow_id, run_id=self._run_id)
+        problem = await self._verify(request, f"the answer for call '{shown}'")
+        if problem is not None:
+            return problem
+        return self._approvals.receive(response, finished=finished()).problem
+
+    def signed_reopen(self, request: ReopenRequest) -> bool:
+        """Whether a `reopen_approval` must be verified before it is taken."""
+        return self._enabled and request.signature is not None
+
+    async def reopen_problem(self, request: ReopenRequest) -> str | None:
+        """Why a signed `reopen_approval` is refused (its signature does not verify for this
+        call of this run, decision `reopen`), or None."""
+        shown = shorten(request.call_id, bounds.ECHO_CHARS)
+        call = self._conversation.pending_call(request.call_id)
+        if call is None:
+            return f"call '{shown}' is not waiting for an answer"
+        check = VerifyRequest(
+            approver=request.approver or "",
+            groups=list(request.groups or []),
+            workflow_id=self._workflow_id,
+            run_id=self._run_id,
+            call_id=call.id,
+            arguments_sha256=arguments_digest(call.arguments),
+            decision=REOPEN,
+            signed_at=request.signed_at or "",
+            signature=request.signature or "",
+        )
+        return await self._verify(check, f"asking again for call '{shown}'")
+
+    async def _verify(self, request: VerifyRequest, what: str) -> str | None:
+        """The worker's verdict (`verify_answer`): None when the signature verifies."""
         try:
             verdict = await workflow.execute_local_activity(
                 names.ACTIVITY_VERIFY_ANSWER,
@@ -89,7 +120,7 @@ class SignedAnswers:
             )
         except ActivityError as err:
             cause = err.cause if err.cause is not None else err
-            return f"the answer for call '{shown}' could not be checked: {cause}"
+            return f"{what} could not be checked: {cause}"
         if not verdict.valid:
-            return f"the answer for call '{shown}' is refused: {verdict.problem}"
-        return self._approvals.receive(response, finished=finished()).problem
+            return f"{what} is refused: {verdict.problem}"
+        return None

@@ -11,7 +11,8 @@ signed answer copied to another call, run or set of arguments does not verify.
 
 - `"approve"` / `"reject"`: an approval (`decision_of`);
 - `"answer:<sha256 hex of the answer text>"`: an answer to a question the model asked;
-- `"grant:<N>"` / `"stop"`: more tokens for a run whose budget ran out, or stop it.
+- `"grant:<N>"` / `"stop"`: more tokens for a run whose budget ran out, or stop it;
+- `"reopen"`: asking again for a call whose approval timeout passed (`REOPEN`).
 
 Pure: no key, no clock. The workflow builds a `VerifyRequest` from the call it holds (never from
 what the answer claims about the call) and the worker checks it (`verify_answer`, a local
@@ -68,6 +69,10 @@ def canonical_bytes(fields: SignedFields) -> bytes:
         fields.signed_at,
     ]
     return json.dumps(values, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+REOPEN = "reopen"
+"""The decision a signed `reopen_approval` signs: ask again for an expired call."""
 
 
 def decision_of(approved: bool) -> str:

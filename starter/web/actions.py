@@ -18,7 +18,7 @@ from activities.approver_key import ApproverKey
 from runtime.codec import find_decryption_error
 from starter import handle as agent_handle
 from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
-from starter.signed_answer import as_sent
+from starter.signed_answer import as_sent, reopen_as_sent
 from starter.signed_question import question_as_sent
 from workflows.model import (
     AgentRunInput,
@@ -197,13 +197,23 @@ async def submit_answer(
     return 200, {"questions": [q.model_dump(mode="json") for q in waiting]}
 
 
-async def reopen(client: Client, workflow_id: str, body: Any, approver: str) -> Answer:
-    """Ask again for an expired call as `approver` (`reopen_approval`): `{"call_id": "…"}`; the
-    body may not name who asks. A call that has not expired is refused with the reason (409)."""
+async def reopen(
+    client: Client,
+    workflow_id: str,
+    body: Any,
+    approver: str,
+    *,
+    groups: Sequence[str] = (),
+    key: ApproverKey | None = None,
+) -> Answer:
+    """Ask again for an expired call as `approver` of `groups` (`reopen_approval`, signed with
+    `key` when the server holds one): `{"call_id": "…"}`; the body may not name who asks. A call
+    that has not expired is refused with the reason (409)."""
     if not isinstance(body, dict):
         return 400, {"error": 'the body must be a JSON object: {"call_id": "…"}'}
-    if "approver" in body:
-        return 400, {"error": "'approver' is set by the server: it is the signed-in user"}
+    for name in SET_BY_SERVER:
+        if name in body:
+            return 400, {"error": f"'{name}' is set by the server: it is the signed-in user's"}
     unknown = sorted(set(body) - {"call_id"})
     if unknown:
         return 400, {"error": f"unknown field '{unknown[0]}' (a reopen takes call_id)"}
@@ -212,7 +222,8 @@ async def reopen(client: Client, workflow_id: str, body: Any, approver: str) -> 
         return 400, {"error": "'call_id' must be a non-empty string"}
     handle = AgentHandle(client, workflow_id, worker_wait=WORKER_WAIT_SECONDS)
     try:
-        status = await handle.reopen(call_id, approver)
+        request = await reopen_as_sent(handle, call_id, key=key, approver=approver, groups=groups)
+        status = await handle.reopen(request)
     except Exception as err:
         return _failure(err, workflow_id)
     deadline = status.approval_deadline

@@ -523,7 +523,11 @@ class WebApp:
         if bad is not None:
             return bad
         workflow_id = workflow_id_of(request)
-        code, answer = await actions.reopen(self.client, workflow_id, body, who.user)
+        users = self.guard.users
+        groups = users.groups_of(who.user) if users is not None and who.via != "local" else ()
+        code, answer = await actions.reopen(
+            self.client, workflow_id, body, who.user, groups=groups, key=self.approver_key
+        )
         self.inbox.poke()
         return JSONResponse(answer, status_code=code)
 

@@ -5,15 +5,18 @@ unknown one, is refused with the workflow's reason in one line (exit 2)."""
 
 from __future__ import annotations
 
+import getpass
 from typing import Any
 
 from temporalio.client import WorkflowHandle
 
-from tests.cli import test_starter
+from tests.cli import test_starter, test_starter_signed
 from tests.cli.test_starter import Agent, new_id
+from tests.cli.test_starter_signed import KEY_TEXT
 from tests.helpers import events, of_type, wait_for_phase, wait_until
 
 agent = test_starter.agent  # the fixture: a worker with the real activities, the scripted model
+keyed = test_starter_signed.keyed  # the same, holding the approver key
 
 PROMPT = "Please delete the logs folder"  # list_dir runs, then delete_path (call_2) waits
 
@@ -75,3 +78,41 @@ async def test_reask_of_a_waiting_or_unknown_call_is_refused(agent: Agent) -> No
     assert not of_type(await events(handle), "approval_reopened")
     await agent.cli("cancel", workflow_id)
     assert (await handle.result()).finish_reason == "cancelled"
+
+
+async def test_reask_with_the_approver_key_is_signed_and_verified(keyed: Agent) -> None:
+    """With AGENT_APPROVER_KEY `reask` is signed as the operating-system user, like an answer,
+    and the worker (holding the same key) verifies it before the call waits again."""
+    me = getpass.getuser()
+    workflow_id = new_id()
+    started = await keyed.cli(
+        "run", "--no-follow", "--id", workflow_id, "--approval-timeout", "0.5", PROMPT
+    )
+    assert started.code == 0, started
+    handle = keyed.handle(workflow_id)
+    await wait_for_phase(handle, "approval_expired")
+    other = await keyed.cli(
+        "reask", workflow_id, "call_2", "--approver", "mallory", AGENT_APPROVER_KEY=KEY_TEXT
+    )
+    assert other.code == 2, other  # signed answers name the OS user only
+    asked = await keyed.cli("reask", workflow_id, "call_2", AGENT_APPROVER_KEY=KEY_TEXT)
+    assert asked.code == 0, asked
+    assert f"call_2 asked again by {me}" in asked.stdout
+    [reopened] = of_type(await events(handle), "approval_reopened")
+    assert reopened.approver == me
+    [sent] = await reopens_sent(keyed, workflow_id)
+    assert sent["approver"] == me and sent["signature"] and sent["signed_at"]
+    await keyed.cli("cancel", workflow_id)
+    assert (await handle.result()).finish_reason == "cancelled"
+
+
+async def reopens_sent(agent: Agent, workflow_id: str) -> list[dict[str, Any]]:
+    """The `reopen_approval` requests the run accepted, as its history holds them."""
+    history = await agent.handle(workflow_id).fetch_history()
+    sent: list[dict[str, Any]] = []
+    for event in history.events:
+        if event.HasField("workflow_execution_update_accepted_event_attributes"):
+            request = event.workflow_execution_update_accepted_event_attributes.accepted_request
+            if request.input.name == "reopen_approval":
+                sent += await agent.client.data_converter.decode(request.input.args.payloads)
+    return sent

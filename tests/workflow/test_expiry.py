@@ -7,13 +7,17 @@ server (an hour passes in seconds), a real worker with the fake activities."""
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
+from temporalio.worker import Worker
 
+from activities.approver_key import AnswerVerifier, ApproverKey, sign_answer, sign_reopen
+from activities.plugin import AgentPlugin
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import (
     events,
@@ -26,11 +30,13 @@ from tests.helpers import (
     wait_until,
     worker_for,
 )
+from workflows.arguments import arguments_digest
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
     AgentStatus,
     AuditView,
+    ReopenRequest,
     ToolApprovalResponse,
 )
 
@@ -231,3 +237,65 @@ async def test_a_call_that_waited_long_is_escalated(client, task_queue):
         result = await handle.result()
         assert len(of_type(await events(handle), "approval_escalated")) == 1  # once per call
     assert result.finish_reason == "stop"
+
+
+async def test_a_signed_reopen_is_verified_by_the_worker(client, task_queue):
+    """With AGENT_APPROVER_KEY the person asking again is signed like an answer (decision
+    `reopen`): a good signature is taken (the approver and groups it names), a forged one, or one
+    made for approving, is refused and changes nothing."""
+    key = ApproverKey(os.urandom(32))
+    fake = delete_logs()
+    plugin = AgentPlugin(activities=[*fake.activities(), AnswerVerifier(key).verify_answer])
+    options = AgentRunOptions(approval_timeout_seconds=SHORT)
+    async with Worker(client, task_queue=task_queue, plugins=[plugin]):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x", options))
+        st = await wait_for_phase(handle, "approval_expired")
+        assert st.run_id is not None
+
+        def reopen_signed(with_key: ApproverKey) -> dict[str, Any]:
+            request = sign_reopen(
+                with_key,
+                ReopenRequest(call_id="c1"),
+                workflow_id=handle.id,
+                run_id=str(st.run_id),
+                arguments_sha256=arguments_digest('{"path": "logs"}'),
+                approver="alice",
+                groups=["ops"],
+            )
+            return request.model_dump(mode="json")
+
+        with pytest.raises(WorkflowUpdateFailedError) as forged:
+            await handle.execute_update(
+                "reopen_approval", reopen_signed(ApproverKey(os.urandom(32)))
+            )
+        assert "asking again for call 'c1' is refused" in refusal(forged.value)
+        approval = sign_answer(
+            key,
+            ToolApprovalResponse(call_id="c1", approved=True),
+            workflow_id=handle.id,
+            run_id=str(st.run_id),
+            arguments_sha256=arguments_digest('{"path": "logs"}'),
+            approver="alice",
+            groups=["ops"],
+        ).model_dump(mode="json")
+        as_reopen = {
+            "call_id": "c1",
+            **{k: approval[k] for k in ("approver", "groups", "signed_at", "signature")},
+        }
+        with pytest.raises(WorkflowUpdateFailedError) as other_decision:
+            await handle.execute_update("reopen_approval", as_reopen)
+        assert "does not verify" in refusal(other_decision.value)
+        assert (await status(handle)).phase == "approval_expired"
+        assert not of_type(await events(handle), "approval_reopened")
+
+        reopened = await handle.execute_update(
+            "reopen_approval", reopen_signed(key), result_type=AgentStatus
+        )
+        assert reopened.expired == []
+        [event] = of_type(await events(handle), "approval_reopened")
+        assert event.approver == "alice"
+        await handle.execute_update(
+            "submit_approval", {"call_id": "c1", "approved": False, "reason": "no"}
+        )
+        result = await handle.result()
+    assert result.finish_reason == "stop" and fake.tools_run == []
