@@ -21,7 +21,7 @@ from workflows.arguments import arguments_digest
 from workflows.audit import record_decision
 from workflows.conversation import Conversation
 from workflows.edits import Edit, edited_call
-from workflows.expiry import approval_problem
+from workflows.expiry import approval_problem, extra_groups
 from workflows.inputs import parse_approval
 from workflows.model import (
     AgentState,
@@ -89,8 +89,11 @@ class Approvals:
         """Whether each call could run at all (a cache: derived from the call and the specs)."""
         self.policy = RunPolicy(state, rules)
         """The run's effective rules and what they say about a call."""
-        self.votes = Votes(state, emit=emit, now=now)
-        """The signed votes of calls under an approver rule (`workflows.quorum`)."""
+        self.votes = Votes(
+            state, emit=emit, now=now, extra_groups=lambda call_id: extra_groups(state, call_id)
+        )
+        """The signed votes of calls under an approver rule (`workflows.quorum`); the groups a
+        call was escalated to may vote on it too (`workflows.expiry.extra_groups`)."""
         self.repeats = Repeats(
             state,
             enabled=rules.repeat_limit,

@@ -39,6 +39,7 @@ from workflows.model import (
     ReopenRequest,
     ToolApprovalResponse,
 )
+from workflows.rules import ApprovalPolicy
 
 HOUR = 3600
 SHORT = 0.5
@@ -299,3 +300,49 @@ async def test_a_signed_reopen_is_verified_by_the_worker(client, task_queue):
         )
         result = await handle.result()
     assert result.finish_reason == "stop" and fake.tools_run == []
+
+
+async def test_escalation_makes_its_groups_eligible_under_an_approver_rule(
+    time_skipping_env, task_queue
+):
+    """A call only `ops` may approve: `dev`'s signed approval is refused until the call was
+    escalated to `dev` (after an hour, on the time-skipping server); then it is taken and the
+    call runs."""
+    env = time_skipping_env
+    client = env.client
+    key = ApproverKey(os.urandom(32))
+    fake = delete_logs()
+    plugin = AgentPlugin(activities=[*fake.activities(), AnswerVerifier(key).verify_answer])
+    rule = {"tool": "delete_path", "decision": "ask", "approvers": {"groups": ["ops"]}}
+    options = AgentRunOptions(
+        approval_policy=ApprovalPolicy.model_validate({"rules": [rule]}),
+        approval_escalate_after_seconds=HOUR,
+        approval_escalate_to=["dev"],
+    )
+    async with Worker(client, task_queue=task_queue, plugins=[plugin]):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x", options))
+        st = await wait_for_phase(handle, "awaiting_approval")
+        assert st.run_id is not None
+        dev_approves = sign_answer(
+            key,
+            ToolApprovalResponse(call_id="c1", approved=True),
+            workflow_id=handle.id,
+            run_id=str(st.run_id),
+            arguments_sha256=arguments_digest('{"path": "logs"}'),
+            approver="dave",
+            groups=["dev"],
+        ).model_dump(mode="json")
+        with pytest.raises(WorkflowUpdateFailedError) as before:
+            await handle.execute_update("submit_approval", dev_approves)
+        assert "only ops may approve delete_path" in refusal(before.value)
+        await env.sleep(timedelta(seconds=HOUR + 60))
+
+        async def escalated() -> bool:
+            return (await status(handle)).escalations == {"c1": ["dev"]}
+
+        await wait_until(escalated)
+        await handle.execute_update("submit_approval", dev_approves)
+        result = await handle.result()
+        [approval] = of_type(await events(handle), "approval")
+    assert result.finish_reason == "stop" and fake.tools_run == ["c1"]
+    assert approval.approved and approval.approver == "dave"
