@@ -22,13 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from temporalio.client import (
+    Client,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
 
-from activities.plugin import heartbeat_tuning
+from activities.approver_key import AnswerVerifier, ApproverKey, sign_answer
+from activities.plugin import AgentPlugin, heartbeat_tuning
 from runtime.connect import data_converter
 from runtime.process import exit_now
 from runtime.search_attributes import ensure_search_attributes
@@ -36,6 +43,7 @@ from starter import live
 from tests.fakes import BigTools, FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, wait_until, worker_for
 from workflows import names
+from workflows.arguments import arguments_digest
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -48,11 +56,14 @@ from workflows.model import (
 from workflows.rules import ApprovalPolicy, PolicyRule, WorkerPolicy
 
 HISTORIES = Path(__file__).parent / "histories"
-RELEASE = "0.4"
+RELEASE = "0.5"
 """New recordings go to `histories/<RELEASE>/`. Recorded histories are never rewritten: runs
 already in flight replay against them (the first release's are the files directly in
 `histories/`); an existing recording is kept, a new scenario adds a file."""
 FAST_HEARTBEATS: dict[str, Any] = dict(heartbeat_tuning())
+RECORDING_KEY = ApproverKey(bytes(range(32)))
+"""The approver key the recording's worker verifies signed votes with; replay never needs it
+(the history holds the worker's verdict)."""
 
 Handle = WorkflowHandle[Any, Any]
 Scenario = Callable[[Client, str], Awaitable[Handle]]
@@ -563,6 +574,117 @@ async def refused_rule(client: Client, queue: str) -> Handle:
     return handle
 
 
+def _signed_vote(
+    handle: Handle, run_id: str, who: str, call_id: str, arguments: str
+) -> dict[str, Any]:
+    """A vote signed with the recording's key (the recording keeps only the worker's verdict)."""
+    response = ToolApprovalResponse(call_id=call_id, approved=True)
+    answer = sign_answer(
+        RECORDING_KEY, response, workflow_id=handle.id, run_id=run_id,
+        arguments_sha256=arguments_digest(arguments), approver=who, groups=["ops"],
+    )  # fmt: skip
+    return answer.model_dump(mode="json")
+
+
+async def quorum(client: Client, queue: str) -> Handle:
+    arguments = '{"path": "logs"}'
+    fake = FakeAgentActivities(
+        replies=[calls(("call_1", "delete_path", arguments)), text("deleted")]
+    )
+    rule = {"tool": "delete_path", "decision": "ask", "approvers": {"groups": ["ops"], "count": 2}}
+    run_input = _prompt(
+        AgentRunOptions(approval_policy=ApprovalPolicy.model_validate({"rules": [rule]}))
+    )
+    plugin = AgentPlugin(
+        activities=[*fake.activities(), AnswerVerifier(RECORDING_KEY).verify_answer]
+    )
+    async with Worker(client, task_queue=queue, plugins=[plugin]):
+        handle = await start_run(client, queue, run_input)
+        st = await wait_for_phase(handle, "awaiting_approval")
+        assert st.run_id is not None
+        # unsigned: refused with the reason
+        with contextlib.suppress(WorkflowUpdateFailedError):
+            await handle.execute_update("submit_approval", {"call_id": "call_1", "approved": True})
+        await handle.execute_update(
+            "submit_approval", _signed_vote(handle, st.run_id, "ana", "call_1", arguments)
+        )
+        await handle.execute_update(
+            "submit_approval", _signed_vote(handle, st.run_id, "ben", "call_1", arguments)
+        )
+        await handle.result()
+    return handle
+
+
+async def question(client: Client, queue: str) -> Handle:
+    asked = '{"question": "Which folder?", "options": ["logs", "tmp"]}'
+    fake = FakeAgentActivities(replies=[calls(("call_1", "ask_user", asked)), text("tmp it is")])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt(AgentRunOptions(ask_user=True)))
+        st = await wait_for_phase(handle, "awaiting_answer")
+        with contextlib.suppress(WorkflowUpdateFailedError):
+            await handle.execute_update("submit_answer", {"call_id": "call_1", "answer": "var"})
+        await handle.execute_update(
+            "submit_answer",
+            {"call_id": "call_1", "answer": "tmp", "approver": "ann", "run_id": st.run_id},
+        )
+        await handle.result()
+    return handle
+
+
+async def budget(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(
+        replies=[calls(("call_1", "list_dir", '{"path": "."}')), text("done")]
+    )
+    options = AgentRunOptions(max_run_tokens=10)  # the first reply reports 15 tokens
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, AgentRunInput.from_prompt("list", options))
+        await wait_for_phase(handle, "budget_exhausted")
+        await handle.execute_update("grant_budget", {"tokens": 100, "approver": "ann"})
+        await handle.result()
+    return handle
+
+
+async def budget_stop(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(
+        replies=[calls(("call_1", "list_dir", '{"path": "."}')), text("done")]
+    )
+    options = AgentRunOptions(max_run_tokens=10)
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, AgentRunInput.from_prompt("list", options))
+        await wait_for_phase(handle, "budget_exhausted")
+        await handle.execute_update("grant_budget", {"stop": True, "approver": "ann"})
+        await handle.result()
+    return handle
+
+
+async def expire_reask(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(replies=[calls(("call_1", "delete_path", "{}")), text("ok")])
+    options = AgentRunOptions(approval_timeout_seconds=2)  # expires: this release's default
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt(options))
+        await wait_for_phase(handle, "approval_expired")
+        await handle.execute_update("reopen_approval", {"call_id": "call_1"})
+        await handle.signal("tool_approval", {"call_id": "call_1", "approved": True})
+        await handle.result()
+    return handle
+
+
+async def escalation(client: Client, queue: str) -> Handle:
+    fake = FakeAgentActivities(replies=[calls(("call_1", "delete_path", "{}")), text("ok")])
+    options = AgentRunOptions(approval_escalate_after_seconds=1, approval_escalate_to=["oncall"])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _prompt(options))
+
+        async def escalated() -> bool:
+            found = await handle.query("events", -1)
+            return any(e["type"] == "approval_escalated" for e in found)
+
+        await wait_until(escalated)
+        await handle.signal("tool_approval", {"call_id": "call_1", "approved": True})
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "approve": approve,
     "reject": reject,
@@ -596,6 +718,12 @@ SCENARIOS: dict[str, Scenario] = {
     "rejected_again": rejected_again,
     "empty_reply": empty_reply,
     "refused_rule": refused_rule,
+    "quorum": quorum,
+    "question": question,
+    "budget": budget,
+    "budget_stop": budget_stop,
+    "expire_reask": expire_reask,
+    "escalation": escalation,
 }
 
 
