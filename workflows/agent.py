@@ -518,7 +518,7 @@ class AgentWorkflow:
             problem = await self._signed.reopen_problem(request)
             if problem is None:  # still expired and waiting after the check?
                 problem = reopen_problem(
-                    self._state, self._approvals.waiting(), request.call_id, finished=self._finished
+                    self._state, self._person_waiting(), request.call_id, finished=self._finished
                 )
             if problem is not None:
                 self._warn(f"{names.UPDATE_REOPEN_APPROVAL}: {problem}")
@@ -536,7 +536,7 @@ class AgentWorkflow:
         if parsed is None or parsed.value is None:
             why = str(error) if parsed is None else str(parsed.error)
             raise ApplicationError(why, type="InvalidReopen", non_retryable=True)
-        waiting = [] if self._finished else self._approvals.waiting()
+        waiting = [] if self._finished else self._person_waiting()
         call_id = parsed.value.call_id
         if problem := reopen_problem(self._state, waiting, call_id, finished=self._finished):
             raise ApplicationError(problem, type="InvalidReopen", non_retryable=True)
@@ -678,6 +678,10 @@ class AgentWorkflow:
             asked = self._questions.waiting(self._conversation.pending())
             pending = len(self._approvals.waiting()) + len(asked)
         self._visibility.show(phase, details, pending)
+
+    def _person_waiting(self) -> list[ToolCall]:
+        """The calls and the questions' calls waiting for a person now."""
+        return self._approvals.waiting() + self._questions.calls(self._conversation.pending())
 
     def _waiting_for_person(self, pending: list[ToolCall]) -> bool:
         return bool(self._approvals.unanswered(pending) or self._questions.waiting(pending))

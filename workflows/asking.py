@@ -97,6 +97,12 @@ class Questions:
         """The questions still waiting for a person's answer."""
         return [q for q in self.asked(pending) if q.call_id not in self._state.questions]
 
+    def calls(self, pending: Sequence[ToolCall]) -> list[ToolCall]:
+        """The `ask_user` calls whose question waits (they expire and are asked again as
+        waiting calls do, `workflows.expiry`)."""
+        ids = {q.call_id for q in self.waiting(pending)}
+        return [c for c in pending if c.id in ids]
+
     def question(self, call_id: str) -> Question | None:
         """The waiting question of this call, if one waits."""
         waiting = self.waiting(self._conversation.pending())
@@ -131,6 +137,10 @@ class Questions:
         echoed = shorten(response.call_id, bounds.ECHO_CHARS)
         if response.call_id in self._state.questions:
             raise ValueError(f"question '{echoed}' was already answered")
+        if response.call_id in self._state.expired:
+            raise ValueError(
+                f"question '{echoed}' has expired: ask again first (reopen_approval, `Ask again`)"
+            )
         waiting = self.waiting(self._conversation.pending())
         question = next((q for q in waiting if q.call_id == response.call_id), None)
         if question is None:

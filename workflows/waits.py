@@ -123,7 +123,8 @@ class Waits:
                 if deadline is None or until != deadline:
                     continue
                 if policy == "expire":
-                    self._expiry.expire(self._approvals.unanswered(pending))
+                    asked = self._questions.calls(pending)  # a question expires as a call does
+                    self._expiry.expire(self._approvals.unanswered(pending) + asked)
                     self.show(pending)
                     continue
                 if policy == "reject":
@@ -145,11 +146,14 @@ class Waits:
         `approval_expired` when every call waiting has expired, else `awaiting_approval`."""
         round_ = self._state.round
         questions = self._questions.waiting(pending)
+        calls = self._approvals.unanswered(pending)
+        everyone = calls + self._questions.calls(pending)
+        if phase_of(self._state, everyone) == "approval_expired":
+            self._set_phase("approval_expired", describe_expired(round_, everyone))
+            return
         if questions:
-            calls = self._approvals.unanswered(pending)
             self._set_phase("awaiting_answer", describe_questions(round_, questions, calls))
             return
-        calls = self._approvals.unanswered(pending)
         if phase_of(self._state, calls) == "approval_expired":
             self._set_phase("approval_expired", describe_expired(round_, calls))
             return
@@ -158,7 +162,8 @@ class Waits:
     def reopen(self, request: ReopenRequest, pending: list[ToolCall]) -> None:
         """Ask again for an expired call (`reopen_approval`, validated): a new deadline wakes the
         wait."""
-        call = next(c for c in self._approvals.unanswered(pending) if c.id == request.call_id)
+        waiting = self._approvals.unanswered(pending) + self._questions.calls(pending)
+        call = next(c for c in waiting if c.id == request.call_id)
         self._expiry.reopen(request, call)  # the validator checked it waits, expired
         self.show(pending)
 

@@ -262,3 +262,30 @@ async def test_a_question_and_a_call_waiting_together(client, task_queue):
     assert tools == ["call_1", "call_2"]  # in call order
     (awaiting,) = of_type(evs, "awaiting_approval")
     assert [c.id for c in awaiting.pending] == ["call_2"]
+
+
+async def test_an_unanswered_question_expires_and_is_asked_again_as_a_call_is(client, task_queue):
+    fake = asking(COLOR)
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(
+            client, task_queue, prompt(ask_user=True, approval_timeout_seconds=2)
+        )
+        st = await wait_for_phase(handle, "approval_expired")  # expire: this release's default
+        assert [q.call_id for q in st.pending_questions] == ["call_1"]
+        (expired,) = of_type(await events(handle), "approval_expired")
+        assert expired.call_ids == ["call_1"]
+        assert "question 'call_1' has expired: ask again first" in await refused(
+            handle, {"call_id": "call_1", "answer": "red"}
+        )
+        await handle.execute_update(
+            names.UPDATE_REOPEN_APPROVAL, {"call_id": "call_1", "approver": "ann"}
+        )
+        assert (await status(handle)).phase == "awaiting_answer"
+        await handle.execute_update(
+            names.UPDATE_SUBMIT_ANSWER, {"call_id": "call_1", "answer": "red"}
+        )
+        result = await handle.result()
+        evs = await events(handle)
+    tool = next(m for m in result.messages if m.role == "tool")
+    assert json.loads(tool.content)["data"] == {"answer": "red"}
+    assert of_type(evs, "approval_reopened")[0].call_id == "call_1"
