@@ -598,10 +598,11 @@ async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
                 ctx.out.line(f"    {cli_name()} approve|reject {pin}")
         for question in status.pending_questions:
             ctx.out.line(f"  question {question_text(question)}")
-            ctx.out.line(
-                f"    {cli_name()} answer {visible(run.workflow_id)} {visible(question.call_id)}"
-                " TEXT"
-            )
+            ids = f"{visible(run.workflow_id)} {visible(question.call_id)}"
+            if question.call_id in status.expired:
+                ctx.out.line(f"    expired: {cli_name()} reask {ids}")
+            else:
+                ctx.out.line(f"    {cli_name()} answer {ids} TEXT")
         for answer in status.decided:
             verdict = "allowed" if answer.approved else "denied"
             who = f"rule {answer.rule}" if answer.source == "policy" else answer.source

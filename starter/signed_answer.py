@@ -58,22 +58,24 @@ async def reopen_as_sent(
     groups: Sequence[str],
 ) -> ReopenRequest:
     """`reopen_approval` for `call_id` as `approver` of `groups` sends it: signed with `key`
-    when there is one, bound to the run and the call's arguments as the run shows them now. A
-    call that is not waiting goes unsigned (the run refuses it, saying why)."""
+    when there is one, bound to the run and the call's arguments as the run shows them now (a
+    question's: its `arguments_sha256`). A call that is not waiting goes unsigned (the run
+    refuses it, saying why)."""
     request = ReopenRequest(call_id=call_id, approver=approver, groups=list(groups) or None)
     if key is None:
         return request
     status = await handle.status()
-    call = next((c for c in status.pending_approvals if c.id == call_id), None)
+    digests = {c.id: arguments_digest(c.arguments) for c in status.pending_approvals}
+    digests.update({q.call_id: q.arguments_sha256 for q in status.pending_questions})
     run_id = await handle.first_run_id(status)
-    if call is None or run_id is None:
+    if call_id not in digests or run_id is None:
         return request
     return sign_reopen(
         key,
         request,
         workflow_id=handle.id,
         run_id=run_id,
-        arguments_sha256=arguments_digest(call.arguments),
+        arguments_sha256=digests[call_id],
         approver=approver,
         groups=groups,
     )

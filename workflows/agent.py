@@ -612,7 +612,7 @@ class AgentWorkflow:
             awaiting_since=state.approval_wait.since if awaiting and state.approval_wait else None,
             decided=[] if self._finished else self._approvals.decided(),
             run_id=workflow.info().first_execution_run_id,
-            expired=[c.id for c in waiting if c.id in state.expired],
+            expired=[] if self._finished else self._waits.expired_ids(self._conversation.pending()),
             escalations={
                 c.id: state.escalations[c.id] for c in waiting if c.id in state.escalations
             },

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from workflows import bounds
 from workflows.audit import record_answer
 from workflows.conversation import Conversation
+from workflows.expiry import answer_problem
 from workflows.inputs import describe
 from workflows.model import (
     AgentState,
@@ -137,10 +138,6 @@ class Questions:
         echoed = shorten(response.call_id, bounds.ECHO_CHARS)
         if response.call_id in self._state.questions:
             raise ValueError(f"question '{echoed}' was already answered")
-        if response.call_id in self._state.expired:
-            raise ValueError(
-                f"question '{echoed}' has expired: ask again first (reopen_approval, `Ask again`)"
-            )
         waiting = self.waiting(self._conversation.pending())
         question = next((q for q in waiting if q.call_id == response.call_id), None)
         if question is None:
@@ -148,6 +145,8 @@ class Questions:
                 raise ValueError(f"no question is waiting for an answer (got one for '{echoed}')")
             known = shorten(", ".join(q.call_id for q in waiting), 400)
             raise ValueError(f"unknown question '{echoed}' (waiting: {known})")
+        if problem := answer_problem(self._state, question.call_id):
+            raise ValueError(problem)
         value = check_answer(question, response.answer)  # Refused: a ValueError
         return response, value
 

@@ -5,7 +5,9 @@ rejects nothing and cancels nothing: the calls still unanswered become `expired`
 `approval_expired` event and notification, the phase `approval_expired`), the model is not told,
 and the run waits on, with no timer, until a person acts: asks again (`reopen_approval`, a new
 deadline), rejects the call, or cancels the run. An expired call is approved only after it was
-asked again.
+asked again. A question (`ask_user`) waiting at the deadline expires with the calls, the same way:
+it is answered only after it was asked again (`answer_problem`), and asking again tells people
+`question_waiting` once more.
 
 With `approval_escalate_after_seconds` and `approval_escalate_to` (the run's, else the worker's
 AGENT_ESCALATE_AFTER_SECONDS and AGENT_ESCALATE_TO), the calls still unanswered that long after
@@ -38,6 +40,7 @@ from workflows.model import (
     WorkerSetup,
 )
 from workflows.notifications import Notifier
+from workflows.questions import Question
 from workflows.shown import shorten
 from workflows.versions import Rules
 
@@ -116,6 +119,8 @@ def reopen_problem(
     shown = shorten(call_id, bounds.ECHO_CHARS)
     if call_id in state.answers:
         return f"call '{shown}' was already answered"
+    if call_id in state.questions:
+        return f"question '{shown}' was already answered"
     if call_id not in {c.id for c in waiting}:
         if not waiting:
             return f"no call is waiting for approval (got '{shown}')"
@@ -137,6 +142,18 @@ def approval_problem(state: AgentState, response: ToolApprovalResponse) -> str |
         return (
             f"call '{shown}' has expired: ask again first (reopen_approval, `Ask again`), or"
             " reject it"
+        )
+    return None
+
+
+def answer_problem(state: AgentState, call_id: str) -> str | None:
+    """Why an answer to a question is refused because it expired, or None: as an expired call
+    is approved only after it was asked again, an expired question is answered only then."""
+    if call_id in state.expired:
+        shown = shorten(call_id, bounds.ECHO_CHARS)
+        return (
+            f"question '{shown}' has expired: ask again first (reopen_approval, `Ask again`),"
+            " or cancel the run"
         )
     return None
 
@@ -178,9 +195,12 @@ class Expiry:
         metrics.approvals_expired(len(new))
         self._notifier.expired(new)
 
-    def reopen(self, request: ReopenRequest, call: ToolCall) -> datetime | None:
-        """Ask again for an expired call: it waits with a new deadline (the run's approval
-        timeout from now), and people are told it waits."""
+    def reopen(
+        self, request: ReopenRequest, call: ToolCall, question: Question | None = None
+    ) -> datetime | None:
+        """Ask again for an expired call (or `question`, the call's when it is `ask_user`): it
+        waits with a new deadline (the run's approval timeout from now), and people are told it
+        waits (`approval_waiting`, or `question_waiting` for a question)."""
         state = self._state
         at = self._now()
         state.expired.remove(call.id)
@@ -196,7 +216,10 @@ class Expiry:
             )
         )
         record_action(state, call, "reopened", at, approver=request.approver)
-        self._notifier.waiting([call])
+        if question is not None:
+            self._notifier.questions([question])
+        else:
+            self._notifier.waiting([call])
         return deadline
 
     def escalation_due(

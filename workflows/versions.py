@@ -128,7 +128,9 @@ class Rules:
     local activity); the run waits for such checks in flight before it ends or continues."""
     questions: bool = True
     """The model may be offered `ask_user` (`options.ask_user`, the worker's AGENT_ASK_USER): a
-    question that waits for a person's answer (`workflows.questions`)."""
+    question that waits for a person's answer (`workflows.questions`). It also gates how a
+    question meets the approval timeout (with `expire` it expires and is asked again as a call
+    is, `workflows.expiry`): no run recorded by an earlier release holds a question."""
     approver_rules: bool = True
     """A rule's `approvers` decide who may answer a call and how many must (`workflows.quorum`);
     a run rule cannot lower an enforced one's count or widen its groups."""

@@ -123,8 +123,7 @@ class Waits:
                 if deadline is None or until != deadline:
                     continue
                 if policy == "expire":
-                    asked = self._questions.calls(pending)  # a question expires as a call does
-                    self._expiry.expire(self._approvals.unanswered(pending) + asked)
+                    self._expiry.expire(self.for_person(pending))
                     self.show(pending)
                     continue
                 if policy == "reject":
@@ -141,30 +140,36 @@ class Waits:
                 continue  # asked again: a new deadline
             return False
 
+    def for_person(self, pending: list[ToolCall]) -> list[ToolCall]:
+        """The pending calls a person must still act on: calls to approve, then questions."""
+        return self._approvals.unanswered(pending) + self._questions.calls(pending)
+
+    def expired_ids(self, pending: list[ToolCall]) -> list[str]:
+        """The `status` query's `expired`: the waiting calls and questions that expired."""
+        return [c.id for c in self.for_person(pending) if c.id in self._state.expired]
+
     def show(self, pending: list[ToolCall]) -> None:
-        """The phase and details of a wait: `awaiting_answer` while a question waits,
-        `approval_expired` when every call waiting has expired, else `awaiting_approval`."""
+        """The phase and details of a wait: `approval_expired` when everything waiting (calls
+        and questions) has expired, else `awaiting_answer` while a question waits that has not,
+        else `awaiting_approval`."""
         round_ = self._state.round
-        questions = self._questions.waiting(pending)
         calls = self._approvals.unanswered(pending)
-        everyone = calls + self._questions.calls(pending)
-        if phase_of(self._state, everyone) == "approval_expired":
-            self._set_phase("approval_expired", describe_expired(round_, everyone))
+        everything = self.for_person(pending)
+        if phase_of(self._state, everything) == "approval_expired":
+            self._set_phase("approval_expired", describe_expired(round_, everything))
             return
-        if questions:
+        questions = self._questions.waiting(pending)
+        if any(q.call_id not in self._state.expired for q in questions):
             self._set_phase("awaiting_answer", describe_questions(round_, questions, calls))
-            return
-        if phase_of(self._state, calls) == "approval_expired":
-            self._set_phase("approval_expired", describe_expired(round_, calls))
             return
         self._set_phase("awaiting_approval", describe_waiting(round_, calls))
 
     def reopen(self, request: ReopenRequest, pending: list[ToolCall]) -> None:
-        """Ask again for an expired call (`reopen_approval`, validated): a new deadline wakes the
-        wait."""
-        waiting = self._approvals.unanswered(pending) + self._questions.calls(pending)
-        call = next(c for c in waiting if c.id == request.call_id)
-        self._expiry.reopen(request, call)  # the validator checked it waits, expired
+        """Ask again for an expired call or question (`reopen_approval`, validated): a new
+        deadline wakes the wait."""
+        call = next(c for c in self.for_person(pending) if c.id == request.call_id)
+        question = self._questions.question(call.id)
+        self._expiry.reopen(request, call, question)  # the validator checked it waits, expired
         self.show(pending)
 
     async def for_message(self, wait: SessionWait) -> bool:

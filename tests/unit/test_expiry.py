@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from activities.notify_message import json_body, slack_text
 from starter.audit_table import audit_lines, counts_line
 from workflows.expiry import (
+    answer_problem,
     approval_problem,
     escalation_of,
     extra_groups,
@@ -121,6 +122,22 @@ def test_an_expired_call_is_rejected_but_not_approved_without_asking_again():
     assert problem is not None and "ask again first" in problem
     assert approval_problem(s, no) is None
     assert approval_problem(s, ToolApprovalResponse(call_id="c2", approved=True)) is None
+
+
+def test_an_expired_question_is_answered_only_after_asking_again():
+    s = state(expired=["q1"])
+    problem = answer_problem(s, "q1")
+    assert problem == (
+        "question 'q1' has expired: ask again first (reopen_approval, `Ask again`), or cancel"
+        " the run"
+    )
+    assert answer_problem(s, "q2") is None
+    asked = ToolCall(id="q1", name="ask_user", arguments='{"question": "Which?"}')
+    assert reopen_problem(s, [asked], "q1", finished=False) is None
+    answered = state(questions={"q1": {"call_id": "q1", "answer": "tmp", "at": AT.isoformat()}})
+    assert (
+        reopen_problem(answered, [], "q1", finished=False) == "question 'q1' was already answered"
+    )
 
 
 def request(event: str, **fields: object) -> NotifyRequest:

@@ -116,3 +116,32 @@ async def test_the_inbox_shows_the_question_and_sends_the_answer(
     result = await free.result()
     assert answer_of(result) == "weekly report"
     assert result.messages[-1].content == "You answered: weekly report"
+
+
+async def test_an_expired_question_shows_ask_again_and_refuses_an_answer(
+    client: Client, worker: Worker, served: Served, page: Page
+) -> None:
+    """The approval timeout passed: the question's card says `expired` and has `Ask again` and
+    no `Send answer`; an answer over the API is refused (409, the reason); asking again from the
+    card reopens it as the signed-in user."""
+    options = AgentRunOptions(ask_user=True, approval_timeout_seconds=1)  # expire: the default
+    handle = await test_browser.start(client, worker, ASK, options)
+    st = await wait_for_phase(handle, "approval_expired")
+    assert st.expired == ["call_1"]
+    auth = {"Authorization": f"Bearer {served.token}"}
+    async with httpx.AsyncClient(base_url=served.url, headers=auth) as http:
+        late = await http.post(
+            f"/api/runs/{handle.id}/answers", json={"call_id": "call_1", "answer": "tmp"}
+        )
+    assert late.status_code == 409
+    assert late.json()["error"].startswith("question 'call_1' has expired: ask again first")
+    await page.goto("/")
+    card = test_browser.call_of(page, handle.id, "call_1")
+    await expect(card).to_have_attribute("data-expired", "true")
+    await expect(card.locator(".expired-label")).to_have_text("expired")
+    await expect(card.get_by_role("button", name="Send answer")).to_have_count(0)
+    await card.get_by_role("button", name="Ask again").click()
+    await expect(page.locator("#notes")).to_have_text("call_1 asked again")
+    [reopened] = of_type(await events(handle), "approval_reopened")
+    assert (reopened.call_id, reopened.approver) == ("call_1", "alice")
+    assert of_type(await events(handle), "answer") == []
