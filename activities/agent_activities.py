@@ -18,12 +18,13 @@ from typing import Any
 
 import httpx
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 
 from activities import model_retries
 from activities.approver_key import ApproverKey
 from activities.context_window import DEFAULT_CONTEXT_TOKENS
+from activities.conversation_cache import NOTHING, ConversationCache, joined
 from activities.enforcement import enforced_refusal, opened_check
 from activities.heartbeat import heartbeating
 from activities.llm import OpenAIChatClient, ServerUnreachable
@@ -41,6 +42,7 @@ from workflows import names
 from workflows.arguments import parse_arguments
 from workflows.bounds import TOOL_CONTENT_CHARS
 from workflows.context import SUMMARY_CHARS_PER_TOKEN
+from workflows.conversation_tail import ConversationTail, TailRequest
 from workflows.model import (
     ChatMessage,
     LlmRequest,
@@ -81,6 +83,8 @@ class AgentActivities:
         self._owns_http = http is None
         self._http = http or httpx.AsyncClient()
         self._notifier = Notifier(self._http, settings)
+        self._conversations = ConversationCache()
+        """What this process last sent to the model, by run (fetch only what is new)."""
         self._markers = IdempotencyMarkers.for_worker(
             settings.resolved_state_dir / "tool-calls", settings.state_retention_days
         )
@@ -270,11 +274,10 @@ class AgentActivities:
         )
 
     async def _conversation(self, request: LlmRequest) -> list[ChatMessage]:
-        """The first `message_count` messages of the run, read with the `messages` query (the
-        request names the conversation instead of carrying it)."""
-        handle = self._temporal().get_workflow_handle(request.workflow_id, run_id=request.run_id)
-        query = names.QUERY_MODEL_VIEW if request.view else names.QUERY_MESSAGES
-        messages: list[ChatMessage] = await handle.query(query, result_type=list[ChatMessage])
+        """The first `message_count` messages of the run (the request names the conversation
+        instead of carrying it): what is new since this worker's last call for the run, read
+        with the `conversation_tail` query."""
+        messages = await self._fetch(request)
         if len(messages) < request.message_count:
             raise ApplicationError(
                 f"the run has {len(messages)} messages, fewer than the {request.message_count}"
@@ -282,6 +285,34 @@ class AgentActivities:
                 type="ConversationMismatch",
             )
         return messages[: request.message_count]
+
+    async def _fetch(self, request: LlmRequest) -> list[ChatMessage]:
+        """The run's whole conversation (its model view or its record): the prefix this worker
+        holds, if the run confirms it by its digest, and what came after it."""
+        handle = self._temporal().get_workflow_handle(request.workflow_id, run_id=request.run_id)
+        key = (request.workflow_id, request.run_id or "", request.view)
+        held = self._conversations.get(key)
+        for asked in (held, NOTHING):
+            ask = TailRequest(view=request.view, after=len(asked.messages), digest=asked.digest)
+            try:
+                tail = await handle.query(
+                    names.QUERY_CONVERSATION_TAIL, ask, result_type=ConversationTail
+                )
+            except WorkflowQueryFailedError:
+                break  # a run whose workflow code predates the query: the whole conversation
+            whole = joined(asked, tail)
+            if whole is not None:
+                self._conversations.put(key, whole)
+                if tail.start:
+                    self._conversations.reused += 1
+                else:
+                    self._conversations.whole += 1
+                return whole.messages
+        self._conversations.drop(key)
+        self._conversations.whole += 1
+        query = names.QUERY_MODEL_VIEW if request.view else names.QUERY_MESSAGES
+        messages: list[ChatMessage] = await handle.query(query, result_type=list[ChatMessage])
+        return messages
 
     # ---------------------------------------------------------- execute_tool
 

@@ -16,7 +16,7 @@ CAUSES: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("_Instance.__init__ (temporalio/worker/workflow_sandbox", "_create_workflow_instance"),
     ),
     (
-        "the conversation read for each model call (`messages` query, both sides)",
+        "the conversation read for each model call (`conversation_tail` query, both sides)",
         ("_apply_query_workflow", "WorkflowHandle.query", "AgentActivities._conversation"),
     ),
     ("events and the live stream (workflow side)", ("workflows/event_log.py", "workflow_streams")),

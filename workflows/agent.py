@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.budget import Budget
     from workflows.compaction import Compactor
     from workflows.conversation import Conversation
+    from workflows.conversation_tail import ConversationTail, ConversationTails, TailRequest
     from workflows.doors import Doors
     from workflows.event_log import EVENT_TEXT_LIMIT, EventLog
     from workflows.expiry import reopen_problem, resolve_timeout_policy
@@ -150,6 +151,7 @@ class AgentWorkflow:
             now=workflow.now,
             after_answer=self._show_waiting,
         )
+        self._tails = ConversationTails()
         self._compactor = Compactor(
             self._state,
             self._conversation,
@@ -642,6 +644,12 @@ class AgentWorkflow:
     def model_view(self) -> list[ChatMessage]:
         """What the model is sent now (the record, compacted to fit its window)."""
         return self._compactor.view()
+
+    @workflow.query(name=names.QUERY_CONVERSATION_TAIL)
+    def conversation_tail(self, request: TailRequest) -> ConversationTail:
+        """Internal (`call_llm`'s): the messages after a prefix the asker holds, if it is ours."""
+        messages = self._compactor.view() if request.view else self._state.messages
+        return self._tails.answer(request, messages)
 
     # ------------------------------------------------------------ helpers
 

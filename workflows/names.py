@@ -31,6 +31,9 @@ QUERY_MESSAGES = "messages"
 QUERY_POLICY = "policy"
 QUERY_MODEL_VIEW = "model_view"
 QUERY_AUDIT = "audit"
+QUERY_CONVERSATION_TAIL = "conversation_tail"
+"""Internal (the `call_llm` activity's): the messages after a prefix the workflow confirms by its
+digest, so a worker that holds the prefix fetches only what is new."""
 
 # Activities
 ACTIVITY_CALL_LLM = "call_llm"
