@@ -230,7 +230,7 @@ async def test_an_encrypted_run_and_what_the_cli_shows(site: Site) -> None:
         for where, payload in payloads(document):
             if ".searchAttributes." in where:
                 assert meta(payload, "encoding") == "json/plain"  # a phase and a count
-            elif ".markerRecordedEventAttributes." in where:
+            elif ".markerRecordedEventAttributes.details.patch-data" in where:
                 # The SDK's core writes a patch marker itself: the patch id, nothing of the run.
                 patch = json.loads(base64.b64decode(payload["data"]))
                 assert patch["id"] in (
@@ -240,6 +240,11 @@ async def test_an_encrypted_run_and_what_the_cli_shows(site: Site) -> None:
                     SOUND_SEAMS,
                     PEOPLE_IN_CHARGE,
                 ), where
+            elif ".markerRecordedEventAttributes.details.data" in where:
+                # A local activity's marker (the worker's setup): the core's own bookkeeping
+                # (sequence, attempt, activity type), nothing of the run; its result is sealed.
+                bookkeeping = json.loads(base64.b64decode(payload["data"]))
+                assert bookkeeping["activity_type"] == "worker_setup", where
             else:
                 assert meta(payload, "encoding") == ENCODING.decode(), where
                 assert meta(payload, KEY_ID_METADATA) == "default", where
