@@ -283,7 +283,7 @@ async def live_follower(client: Client, queue: str) -> Handle:
 
 async def continue_as_new(client: Client, queue: str) -> Handle:
     """Several generations: each run of the chain is recorded (`continue_as_new.<n>.json`)."""
-    replies = [calls((f"c{i}", "list_dir", "{}")) for i in range(12)] + [text("done")]
+    replies = [calls((f"c{i}", "list_dir", "{}")) for i in range(16)] + [text("done")]
     fake = FakeAgentActivities(replies=replies)
     options = AgentRunOptions(max_rounds=20, max_history_events=100)
     async with worker_for(client, queue, fake):
