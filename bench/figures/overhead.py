@@ -20,6 +20,7 @@ from bench.harness import Bench, median, new_id, new_queue, round_times, worker
 from bench.report import Figure
 from workflows import names
 from workflows.agent import AgentWorkflow
+from workflows.conversation_tail import ConversationTails
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -31,15 +32,19 @@ from workflows.model import (
 
 
 class LocalConversation:
-    """Answers the `messages` query from a local list: the in-process floor has no workflow."""
+    """Answers the conversation queries from a local list, as the workflow would: the in-process
+    floor has no workflow."""
 
     def __init__(self, messages: list[ChatMessage]) -> None:
         self.messages = messages
+        self._tails = ConversationTails()
 
     def get_workflow_handle(self, workflow_id: str, **_: Any) -> LocalConversation:
         return self
 
-    async def query(self, name: str, *_: Any, **__: Any) -> list[ChatMessage]:
+    async def query(self, name: str, *args: Any, **__: Any) -> Any:
+        if name == names.QUERY_CONVERSATION_TAIL:
+            return self._tails.answer(args[0], self.messages)
         return list(self.messages)
 
 
