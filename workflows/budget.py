@@ -21,9 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
 
-from workflows import names
 from workflows.audit import record_grant
 from workflows.model import (
     AgentState,
@@ -36,8 +34,8 @@ from workflows.model import (
     BudgetStoppedEvent,
     Phase,
 )
-from workflows.signed_answers import VERIFY_RETRY, VERIFY_TIMEOUT
-from workflows.signing import VerifyRequest, VerifyVerdict
+from workflows.signed_answers import signature_refusal
+from workflows.signing import VerifyRequest
 
 NO_BUDGET = "this run has no token budget (options.max_run_tokens, AGENT_MAX_RUN_TOKENS)"
 
@@ -192,19 +190,7 @@ class Budget:
             run_id=info.first_execution_run_id,
             limit=budget.limit,
         )
-        try:
-            verdict = await workflow.execute_local_activity(
-                names.ACTIVITY_VERIFY_ANSWER,
-                request,
-                result_type=VerifyVerdict,
-                start_to_close_timeout=VERIFY_TIMEOUT,
-                retry_policy=VERIFY_RETRY,
-            )
-        except ActivityError as err:
-            return f"the grant could not be checked: {err.cause if err.cause else err}"
-        if not verdict.valid:
-            return f"the grant is refused: {verdict.problem}"
-        return None
+        return await signature_refusal(request, "the grant")
 
     def grant(self, grant: BudgetGrant) -> BudgetStatus:
         """Apply a grant that `refusal` let through: more tokens, or the stop."""

@@ -71,6 +71,15 @@ def without_none(data: Any, keys: tuple[str, ...]) -> Any:
     return data
 
 
+def signed_whole(approver: str | None, signed_at: str | None, signature: str | None) -> None:
+    """A signed answer, grant or reopen names who signed and when, and a time comes only with
+    a signature (raises ValueError for a model validator)."""
+    if signature is not None and (signed_at is None or approver is None):
+        raise ValueError("a signature needs signed_at and approver")
+    if signed_at is not None and signature is None:
+        raise ValueError("signed_at is only taken with a signature")
+
+
 class ToolCall(BaseModel):
     """One tool call as the model asked for it.
 
@@ -166,10 +175,7 @@ class ToolApprovalResponse(BaseModel):
 
     @model_validator(mode="after")
     def _signed_whole(self) -> ToolApprovalResponse:
-        if self.signature is not None and (self.signed_at is None or self.approver is None):
-            raise ValueError("a signature needs signed_at and approver")
-        if self.signed_at is not None and self.signature is None:
-            raise ValueError("signed_at is only taken with a signature")
+        signed_whole(self.approver, self.signed_at, self.signature)
         return self
 
     @field_validator("arguments", mode="before")
@@ -226,20 +232,14 @@ class QuestionAnswer(BaseModel):
 
     @model_validator(mode="after")
     def _signed_whole(self) -> QuestionAnswer:
-        if self.signature is not None and (self.signed_at is None or self.approver is None):
-            raise ValueError("a signature needs signed_at and approver")
-        if self.signed_at is not None and self.signature is None:
-            raise ValueError("signed_at is only taken with a signature")
+        signed_whole(self.approver, self.signed_at, self.signature)
         return self
 
     @model_serializer(mode="wrap")
     def _without_unused_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
-        data = handler(self)
-        if isinstance(data, dict):
-            for optional in ("approver", "run_id", "groups", "signed_at", "signature"):
-                if data.get(optional) is None:
-                    data.pop(optional, None)
-        return data
+        return without_none(
+            handler(self), ("approver", "run_id", "groups", "signed_at", "signature")
+        )
 
 
 class PendingQuestion(BaseModel):
@@ -297,10 +297,7 @@ class ReopenRequest(BaseModel):
 
     @model_validator(mode="after")
     def _signed_whole(self) -> ReopenRequest:
-        if self.signature is not None and (self.signed_at is None or self.approver is None):
-            raise ValueError("a signature needs signed_at and approver")
-        if self.signed_at is not None and self.signature is None:
-            raise ValueError("signed_at is only taken with a signature")
+        signed_whole(self.approver, self.signed_at, self.signature)
         return self
 
     @model_serializer(mode="wrap")
@@ -759,10 +756,7 @@ class BudgetGrant(BaseModel):
             raise ValueError('give either "tokens" or "stop", not both')
         if not self.stop and self.tokens is None:
             raise ValueError('give "tokens": N (more than 0) or "stop": true')
-        if self.signature is not None and (self.signed_at is None or self.approver is None):
-            raise ValueError("a signature needs signed_at and approver")
-        if self.signed_at is not None and self.signature is None:
-            raise ValueError("signed_at is only taken with a signature")
+        signed_whole(self.approver, self.signed_at, self.signature)
         return self
 
 

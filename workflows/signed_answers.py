@@ -47,6 +47,25 @@ def verify_request(
     )
 
 
+async def signature_refusal(request: VerifyRequest, what: str) -> str | None:
+    """The worker's verdict on one signature (`verify_answer`): None when it verifies, else why
+    `what` (an answer, a reopen, a grant) is refused."""
+    try:
+        verdict = await workflow.execute_local_activity(
+            names.ACTIVITY_VERIFY_ANSWER,
+            request,
+            result_type=VerifyVerdict,
+            start_to_close_timeout=VERIFY_TIMEOUT,
+            retry_policy=VERIFY_RETRY,
+        )
+    except ActivityError as err:
+        cause = err.cause if err.cause is not None else err
+        return f"{what} could not be checked: {cause}"
+    if not verdict.valid:
+        return f"{what} is refused: {verdict.problem}"
+    return None
+
+
 class SignedAnswers:
     """The check of a signed answer (this release's runs: `Rules.verify_signed_answers`)."""
 
@@ -79,7 +98,7 @@ class SignedAnswers:
         if call is None:
             return f"call '{shown}' is not waiting for an answer"
         request = verify_request(response, call, workflow_id=self._workflow_id, run_id=self._run_id)
-        problem = await self._verify(request, f"the answer for call '{shown}'")
+        problem = await signature_refusal(request, f"the answer for call '{shown}'")
         if problem is not None:
             return problem
         return self._approvals.receive(response, finished=finished()).problem
@@ -106,21 +125,4 @@ class SignedAnswers:
             signed_at=request.signed_at or "",
             signature=request.signature or "",
         )
-        return await self._verify(check, f"asking again for call '{shown}'")
-
-    async def _verify(self, request: VerifyRequest, what: str) -> str | None:
-        """The worker's verdict (`verify_answer`): None when the signature verifies."""
-        try:
-            verdict = await workflow.execute_local_activity(
-                names.ACTIVITY_VERIFY_ANSWER,
-                request,
-                result_type=VerifyVerdict,
-                start_to_close_timeout=VERIFY_TIMEOUT,
-                retry_policy=VERIFY_RETRY,
-            )
-        except ActivityError as err:
-            cause = err.cause if err.cause is not None else err
-            return f"{what} could not be checked: {cause}"
-        if not verdict.valid:
-            return f"{what} is refused: {verdict.problem}"
-        return None
+        return await signature_refusal(check, f"asking again for call '{shown}'")

@@ -9,15 +9,12 @@ worker's key; only the verdict enters the history.
 
 from __future__ import annotations
 
-from temporalio import workflow
-from temporalio.exceptions import ActivityError
-
-from workflows import bounds, names
+from workflows import bounds
 from workflows.model import QuestionAnswer
 from workflows.questions import Question, answer_decision
 from workflows.shown import shorten
-from workflows.signed_answers import VERIFY_RETRY, VERIFY_TIMEOUT
-from workflows.signing import VerifyRequest, VerifyVerdict
+from workflows.signed_answers import signature_refusal
+from workflows.signing import VerifyRequest
 
 
 def verify_request(
@@ -44,17 +41,4 @@ async def signature_problem(
     checked), or None."""
     shown = shorten(answer.call_id, bounds.ECHO_CHARS)
     request = verify_request(answer, question, workflow_id=workflow_id, run_id=run_id)
-    try:
-        verdict = await workflow.execute_local_activity(
-            names.ACTIVITY_VERIFY_ANSWER,
-            request,
-            result_type=VerifyVerdict,
-            start_to_close_timeout=VERIFY_TIMEOUT,
-            retry_policy=VERIFY_RETRY,
-        )
-    except ActivityError as err:
-        cause = err.cause if err.cause is not None else err
-        return f"the answer for question '{shown}' could not be checked: {cause}"
-    if not verdict.valid:
-        return f"the answer for question '{shown}' is refused: {verdict.problem}"
-    return None
+    return await signature_refusal(request, f"the answer for question '{shown}'")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 from temporalio.client import Client, WorkflowQueryFailedError, WorkflowUpdateFailedError
@@ -34,6 +34,22 @@ from workflows.model import (
 WORKER_WAIT_SECONDS = 30.0
 
 Answer = tuple[int, dict[str, Any]]
+
+
+class SignedAction(Protocol):
+    """What a person sends with the web app's signature: an answer, a question's answer, a
+    grant, a reopen (each bound to its run and signed as `approver` of `groups`)."""
+
+    async def __call__(
+        self,
+        client: Client,
+        workflow_id: str,
+        body: Any,
+        approver: str,
+        *,
+        groups: Sequence[str] = (),
+        key: ApproverKey | None = None,
+    ) -> Answer: ...
 
 
 def _rpc_answer(err: RPCError, workflow_id: str) -> Answer:
@@ -133,6 +149,14 @@ SET_BY_SERVER = ("approver", "groups", "signed_at", "signature")
 groups (the users file's) and the signature (the server's, with AGENT_APPROVER_KEY)."""
 
 
+def names_the_server(body: dict[str, Any]) -> Answer | None:
+    """A 400 for a body that names a field only the server sets (`SET_BY_SERVER`), else None."""
+    for name in SET_BY_SERVER:
+        if name in body:
+            return 400, {"error": f"'{name}' is set by the server: it is the signed-in user's"}
+    return None
+
+
 async def answer(
     client: Client,
     workflow_id: str,
@@ -146,9 +170,8 @@ async def answer(
     the body may not name the approver, groups or signature itself."""
     if not isinstance(body, dict):
         return 400, {"error": "the body must be a JSON object (a ToolApprovalResponse)"}
-    for name in SET_BY_SERVER:
-        if name in body:
-            return 400, {"error": f"'{name}' is set by the server: it is the signed-in user's"}
+    if (named := names_the_server(body)) is not None:
+        return named
     handle = AgentHandle(client, workflow_id, worker_wait=WORKER_WAIT_SECONDS)
     given: dict[str, Any] = {**body, "approver": approver}
     if groups:
@@ -181,9 +204,8 @@ async def submit_answer(
     "…"}`; the body may not name who answers, their groups or a signature itself."""
     if not isinstance(body, dict):
         return 400, {"error": 'the body must be a JSON object: {"call_id": "…", "answer": "…"}'}
-    for name in SET_BY_SERVER:
-        if name in body:
-            return 400, {"error": f"'{name}' is set by the server: it is the signed-in user's"}
+    if (named := names_the_server(body)) is not None:
+        return named
     try:
         answer = QuestionAnswer.model_validate({**body, "approver": approver})
     except ValidationError as err:
@@ -211,9 +233,8 @@ async def reopen(
     that has not expired is refused with the reason (409)."""
     if not isinstance(body, dict):
         return 400, {"error": 'the body must be a JSON object: {"call_id": "…"}'}
-    for name in SET_BY_SERVER:
-        if name in body:
-            return 400, {"error": f"'{name}' is set by the server: it is the signed-in user's"}
+    if (named := names_the_server(body)) is not None:
+        return named
     unknown = sorted(set(body) - {"call_id"})
     if unknown:
         return 400, {"error": f"unknown field '{unknown[0]}' (a reopen takes call_id)"}

@@ -46,6 +46,7 @@ from starter.request_guards import MIB, AsciiHeaders, LimitedBody, LoopbackHostO
 from starter.runs import PAGE_SIZE as RUNS_PAGE_SIZE
 from starter.runs import STATUSES, BadFilter, RunRow, list_runs, parse_filter
 from starter.web import actions, grants
+from starter.web.actions import SignedAction
 from starter.web.auth import (
     CSRF_FIELD,
     SESSION_COOKIE,
@@ -480,54 +481,30 @@ class WebApp:
         return JSONResponse(answer, status_code=code, headers=headers)
 
     async def api_approve(self, request: Request, who: Identity) -> Response:
-        body, bad = await self.json_body(request)
-        if bad is not None:
-            return bad
-        workflow_id = workflow_id_of(request)
-        users = self.guard.users
-        groups = users.groups_of(who.user) if users is not None and who.via != "local" else ()
-        code, answer = await actions.answer(
-            self.client, workflow_id, body, who.user, groups=groups, key=self.approver_key
-        )
-        self.inbox.poke()
-        return JSONResponse(answer, status_code=code)
+        return await self._signed_action(request, who, actions.answer)
 
     async def api_answer(self, request: Request, who: Identity) -> Response:
-        body, bad = await self.json_body(request)
-        if bad is not None:
-            return bad
-        workflow_id = workflow_id_of(request)
-        users = self.guard.users
-        groups = users.groups_of(who.user) if users is not None and who.via != "local" else ()
-        code, answer = await actions.submit_answer(
-            self.client, workflow_id, body, who.user, groups=groups, key=self.approver_key
-        )
-        self.inbox.poke()
-        return JSONResponse(answer, status_code=code)
+        return await self._signed_action(request, who, actions.submit_answer)
 
     async def api_grant(self, request: Request, who: Identity) -> Response:
-        body, bad = await self.json_body(request)
-        if bad is not None:
-            return bad
-        workflow_id = workflow_id_of(request)
-        users = self.guard.users
-        groups = users.groups_of(who.user) if users is not None and who.via != "local" else ()
-        code, answer = await grants.grant(
-            self.client, workflow_id, body, who.user, groups=groups, key=self.approver_key
-        )
-        self.inbox.poke()
-        return JSONResponse(answer, status_code=code)
+        return await self._signed_action(request, who, grants.grant)
 
     async def api_reopen(self, request: Request, who: Identity) -> Response:
+        return await self._signed_action(request, who, actions.reopen)
+
+    async def _signed_action(self, request: Request, who: Identity, act: SignedAction) -> Response:
+        """One person's answer, grant or reopen from a JSON body: sent as the signed-in user,
+        with that user's groups (none for the local, unauthenticated user), signed when the app
+        holds AGENT_APPROVER_KEY."""
         body, bad = await self.json_body(request)
         if bad is not None:
             return bad
-        workflow_id = workflow_id_of(request)
         users = self.guard.users
         groups = users.groups_of(who.user) if users is not None and who.via != "local" else ()
-        code, answer = await actions.reopen(
-            self.client, workflow_id, body, who.user, groups=groups, key=self.approver_key
-        )
+        code, answer = await act(
+            self.client, workflow_id_of(request), body, who.user,
+            groups=groups, key=self.approver_key,
+        )  # fmt: skip
         self.inbox.poke()
         return JSONResponse(answer, status_code=code)
 

@@ -32,9 +32,8 @@ async def grant(
     server holds one; the body names none of them."""
     if not isinstance(body, dict):
         return 400, {"error": f"the body must be a JSON object: {GRANT_SHAPE}"}
-    for field in actions.SET_BY_SERVER:
-        if field in body:
-            return 400, {"error": f"'{field}' is set by the server: it is the signed-in user's"}
+    if (named := actions.names_the_server(body)) is not None:
+        return named
     try:
         request = BudgetGrant.model_validate(body)
     except ValidationError as err:
