@@ -54,6 +54,33 @@ class ApproverKey:
         digest = hmac.new(self._key, canonical_bytes(fields), hashlib.sha256).digest()
         return base64.b64encode(digest).decode()
 
+    def signed_now(
+        self,
+        *,
+        approver: str,
+        groups: Sequence[str],
+        workflow_id: str,
+        run_id: str,
+        call_id: str,
+        arguments_sha256: str,
+        decision: str,
+        now: datetime | None = None,
+    ) -> tuple[str, str]:
+        """`signed_at` and the signature of one person's decision, signed now: what every
+        signer (an answer, a question's answer, a reopen, a grant) adds to what it sends."""
+        signed_at = signed_at_text(now or datetime.now(UTC))
+        fields = SignedFields(
+            approver=approver,
+            groups=canonical_groups(groups),
+            workflow_id=workflow_id,
+            run_id=run_id,
+            call_id=call_id,
+            arguments_sha256=arguments_sha256,
+            decision=decision,
+            signed_at=signed_at,
+        )
+        return signed_at, self.sign(fields)
+
     def verifies(self, fields: SignedFields, signature: str) -> bool:
         return hmac.compare_digest(self.sign(fields).encode(), signature.encode())
 
@@ -70,26 +97,19 @@ def sign_answer(
     now: datetime | None = None,
 ) -> ToolApprovalResponse:
     """`response` as `approver` (of `groups`) signs it, bound to this call of this run."""
-    signed_at = signed_at_text(now or datetime.now(UTC))
-    groups = list(canonical_groups(groups))
-    fields = SignedFields(
-        approver=approver,
-        groups=tuple(groups),
-        workflow_id=workflow_id,
-        run_id=run_id,
-        call_id=response.call_id,
-        arguments_sha256=arguments_sha256,
-        decision=decision_of(response.approved),
-        signed_at=signed_at,
-    )
+    signed_at, signature = key.signed_now(
+        approver=approver, groups=groups, workflow_id=workflow_id, run_id=run_id,
+        call_id=response.call_id, arguments_sha256=arguments_sha256,
+        decision=decision_of(response.approved), now=now,
+    )  # fmt: skip
     return response.model_copy(
         update={
             "approver": approver,
-            "groups": groups,
+            "groups": list(canonical_groups(groups)),
             "run_id": run_id,
             "arguments_sha256": arguments_sha256,
             "signed_at": signed_at,
-            "signature": key.sign(fields),
+            "signature": signature,
         }
     )
 
@@ -107,24 +127,16 @@ def sign_reopen(
 ) -> ReopenRequest:
     """`reopen_approval` as `approver` (of `groups`) signs it (decision `reopen`), bound to this
     call of this run."""
-    signed_at = signed_at_text(now or datetime.now(UTC))
-    canonical = list(canonical_groups(groups))
-    fields = SignedFields(
-        approver=approver,
-        groups=tuple(canonical),
-        workflow_id=workflow_id,
-        run_id=run_id,
-        call_id=request.call_id,
-        arguments_sha256=arguments_sha256,
-        decision=REOPEN,
-        signed_at=signed_at,
-    )
+    signed_at, signature = key.signed_now(
+        approver=approver, groups=groups, workflow_id=workflow_id, run_id=run_id,
+        call_id=request.call_id, arguments_sha256=arguments_sha256, decision=REOPEN, now=now,
+    )  # fmt: skip
     return request.model_copy(
         update={
             "approver": approver,
-            "groups": canonical,
+            "groups": list(canonical_groups(groups)),
             "signed_at": signed_at,
-            "signature": key.sign(fields),
+            "signature": signature,
         }
     )
 

@@ -4,13 +4,12 @@ this program holds `AGENT_APPROVER_KEY`, over the run's budget as it stands (rea
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 from activities.approver_key import ApproverKey
 from starter.handle import AgentHandle
 from workflows.budget import decision_of_grant, signed_call
 from workflows.model import BudgetGrant
-from workflows.signing import SignedFields, canonical_groups, signed_at_text
+from workflows.signing import canonical_groups
 
 
 async def grant_as_sent(
@@ -31,15 +30,9 @@ async def grant_as_sent(
     run_id = await handle.first_run_id(status)
     if status.budget is None or run_id is None:
         return grant
-    signed_at = signed_at_text(datetime.now(UTC))
-    fields = SignedFields(
-        approver=approver,
-        groups=tuple(groups),
-        workflow_id=handle.id,
-        run_id=run_id,
-        call_id=signed_call(status.budget.limit),
-        arguments_sha256="",
+    signed_at, signature = key.signed_now(
+        approver=approver, groups=groups, workflow_id=handle.id, run_id=run_id,
+        call_id=signed_call(status.budget.limit), arguments_sha256="",
         decision=decision_of_grant(grant),
-        signed_at=signed_at,
-    )
-    return grant.model_copy(update={"signed_at": signed_at, "signature": key.sign(fields)})
+    )  # fmt: skip
+    return grant.model_copy(update={"signed_at": signed_at, "signature": signature})

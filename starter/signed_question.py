@@ -5,13 +5,13 @@ the question as it waits (the digest of its call's arguments, read from the run'
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 
 from activities.approver_key import ApproverKey
 from starter.handle import AgentHandle
 from workflows.model import QuestionAnswer
 from workflows.questions import answer_decision
-from workflows.signing import SignedFields, canonical_groups, signed_at_text
+from workflows.signing import canonical_groups
 
 
 async def question_as_sent(
@@ -34,17 +34,11 @@ async def question_as_sent(
     run_id = answer.run_id or await handle.first_run_id(status)
     if question is None or not question.arguments_sha256 or run_id is None:
         return answer
-    signed_at = signed_at_text(now or datetime.now(UTC))
-    fields = SignedFields(
-        approver=approver,
-        groups=tuple(chosen),
-        workflow_id=handle.id,
-        run_id=run_id,
-        call_id=answer.call_id,
-        arguments_sha256=question.arguments_sha256,
-        decision=answer_decision(answer.answer),
-        signed_at=signed_at,
-    )
+    signed_at, signature = key.signed_now(
+        approver=approver, groups=chosen, workflow_id=handle.id, run_id=run_id,
+        call_id=answer.call_id, arguments_sha256=question.arguments_sha256,
+        decision=answer_decision(answer.answer), now=now,
+    )  # fmt: skip
     return answer.model_copy(
-        update={"run_id": run_id, "signed_at": signed_at, "signature": key.sign(fields)}
+        update={"run_id": run_id, "signed_at": signed_at, "signature": signature}
     )
