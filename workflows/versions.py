@@ -38,6 +38,10 @@ and nothing failing silently (a session survives a bad turn)."""
 PEOPLE_IN_CHARGE = "people-in-charge-1"
 """The fifth release: who may approve (approver groups and quorum, signed answers), expiry that
 is not a denial, questions to a person, budgets that ask, and a leaner loop."""
+LOOP_COST = "loop-cost-1"
+"""The sixth release: the model call names the conversation's new messages by the activities
+that returned them (no query per model call), and an escalation widens only a run's own
+approver rules."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,8 @@ PATCHES = (
           date(2027, 1, 4)),
     Patch(PEOPLE_IN_CHARGE, "approvers, quorum, expiry, questions, budgets, a leaner loop",
           "0.5", date(2027, 1, 4)),
+    Patch(LOOP_COST, "the conversation by reference, escalation within the rules", "0.6",
+          date(2027, 1, 5)),
 )  # fmt: skip
 
 
@@ -140,6 +146,9 @@ class Rules:
     escalate_approvals: bool = True
     """A call that waited `approval_escalate_after_seconds` is escalated to
     `approval_escalate_to` (the run's, else the worker's)."""
+    escalate_within_rules: bool = True
+    """An escalation widens only the run's own approver rules: a call under an enforced (the
+    worker's) approver rule is answered only by that rule's groups, as the worker counts them."""
 
     # ---- repeats, limits and turns
     repeat_limit: bool = True
@@ -180,6 +189,12 @@ class Rules:
     bounded_handover: bool = True
     """The hand-over at continue-as-new is measured whole and kept within its budget."""
 
+    # ---- the model call
+    conversation_by_reference: bool = True
+    """`call_llm` is told the messages added since the run's previous model call, each by the
+    activity result it came from where it did (`LlmRequest.tail`), and the conversation's digest:
+    a worker holding the rest needs no query (else it always reads the conversation by query)."""
+
     # ---- the releases
 
     @classmethod
@@ -187,10 +202,19 @@ class Rules:
         return cls()
 
     @classmethod
+    def people_in_charge(cls) -> Rules:
+        """The fifth release (0.5)."""
+        return replace(
+            cls.this_release(),
+            escalate_within_rules=False,
+            conversation_by_reference=False,
+        )
+
+    @classmethod
     def sound_seams(cls) -> Rules:
         """The fourth release (0.4)."""
         return replace(
-            cls.this_release(),
+            cls.people_in_charge(),
             verify_signed_answers=False,
             questions=False,
             setup_on_the_run_worker=False,
@@ -259,8 +283,10 @@ class Rules:
         """Read the patch markers (call once, from the workflow's `__init__`): the same
         `workflow.patched` calls in the same order as every earlier release, so recorded
         histories replay."""
-        if workflow.patched(PEOPLE_IN_CHARGE):
+        if workflow.patched(LOOP_COST):
             return cls.this_release()
+        if workflow.patched(PEOPLE_IN_CHARGE):
+            return cls.people_in_charge()
         if workflow.patched(SOUND_SEAMS):
             return cls.sound_seams()
         if workflow.patched(TRUST_AND_TIME):

@@ -5,11 +5,11 @@ TEMPORAL_ADDRESS), once with nothing at the address (it starts and stops its own
 from __future__ import annotations
 
 import os
-import socket
 
 from temporalio.client import Client
 
 from tests.cli.test_starter import Result, starter
+from tests.ports import free_port
 
 EXPECTED_LINES = [
     "[r0] approval call_1 approved by policy rule 0",
@@ -58,9 +58,7 @@ async def test_demo_on_a_running_server(client: Client) -> None:
 
 
 async def test_demo_starts_its_own_server() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     result = await starter("demo", env=demo_env(f"127.0.0.1:{port}"), timeout=120)
     lines = check_transcript(result)
     assert lines[0].startswith(f"no Temporal server at 127.0.0.1:{port}; starting an embedded")

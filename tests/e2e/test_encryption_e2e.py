@@ -29,13 +29,7 @@ from runtime.connect import data_converter
 from tests.cli.test_starter import Result, seed, starter
 from tests.e2e.test_e2e import Process, clean_env, spawn
 from tests.helpers import status, wait_for_phase, wait_until
-from workflows.versions import (
-    APPROVAL_POLICY,
-    HARDENED,
-    PEOPLE_IN_CHARGE,
-    SOUND_SEAMS,
-    TRUST_AND_TIME,
-)
+from workflows.versions import PATCHES
 
 TEMPORAL = str(Path(sys.executable).parent / "temporal")
 PROMPT = "Please delete the logs folder"
@@ -233,13 +227,7 @@ async def test_an_encrypted_run_and_what_the_cli_shows(site: Site) -> None:
             elif ".markerRecordedEventAttributes.details.patch-data" in where:
                 # The SDK's core writes a patch marker itself: the patch id, nothing of the run.
                 patch = json.loads(base64.b64decode(payload["data"]))
-                assert patch["id"] in (
-                    HARDENED,
-                    APPROVAL_POLICY,
-                    TRUST_AND_TIME,
-                    SOUND_SEAMS,
-                    PEOPLE_IN_CHARGE,
-                ), where
+                assert patch["id"] in {known.id for known in PATCHES}, where
             elif ".markerRecordedEventAttributes.details.data" in where:
                 # A local activity's marker (the worker's setup): the core's own bookkeeping
                 # (sequence, attempt, activity type), nothing of the run; its result is sealed.

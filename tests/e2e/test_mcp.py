@@ -26,7 +26,8 @@ from activities.plugin import AgentPlugin, run_worker
 from activities.settings import Settings
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, text, tool_calls
 from tests.helpers import events, of_type, start_run, wait_for_phase, wait_until
-from tests.reliability.processes import ROOT, free_port, port_open
+from tests.ports import free_port
+from tests.reliability.processes import ROOT, port_open
 from tests.sandbox_support import server_entry, server_pids
 from workflows.model import AgentRunInput
 

@@ -29,18 +29,13 @@ from tests.cli.test_starter import seed
 from tests.e2e.test_e2e import Process, clean_env, spawn
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, Reply
 from tests.helpers import wait_for_phase, wait_until
+from tests.ports import free_port
 from tests.prometheus_text import Sample, names, scrape, total
 from workflows.model import AgentRunInput, AgentRunOptions
 from workflows.rules import ApprovalPolicy, PolicyRule
 
 MARKER = "logs"
 """The path the model asks to delete: an argument, so it must never be a label value."""
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def delete_call(call_id: str, usage: tuple[int, int]) -> Reply:

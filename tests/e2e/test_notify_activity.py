@@ -26,7 +26,7 @@ from activities.notify import Notifier
 from activities.settings import Settings
 from activities.tools import ToolRegistry
 from tests.notify_receiver import receiver_process
-from tests.reliability.processes import free_port
+from tests.ports import free_port
 from workflows.arguments import arguments_digest
 from workflows.model import NotifyRequest
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
+from tests.ports import free_ports
 from tests.reliability.processes import ROOT, ManagedProcess, worker_env
 from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
@@ -204,23 +204,6 @@ async def test_when_one_copy_dies_the_other_is_stopped_and_its_code_returned(
         loop.stop()
 
 
-def two_free_ports() -> int:
-    """A port P such that P and P + 1 are both free on 127.0.0.1."""
-    for _ in range(50):
-        with socket.socket() as first:
-            first.bind(("127.0.0.1", 0))
-            port = int(first.getsockname()[1])
-            if port >= 65535:
-                continue
-            with socket.socket() as second:
-                try:
-                    second.bind(("127.0.0.1", port + 1))
-                except OSError:
-                    continue
-                return port
-    raise RuntimeError("no two consecutive free ports")
-
-
 @pytest.mark.timeout(180)
 async def test_every_copy_serves_its_metrics_on_a_port_of_its_own(
     env: WorkflowEnvironment, task_queue: str, tmp_path: Path
@@ -228,7 +211,7 @@ async def test_every_copy_serves_its_metrics_on_a_port_of_its_own(
     """AGENT_METRICS_ADDRESS=127.0.0.1:P with two copies: copy 0 serves on P, copy 1 on P + 1
     (one port is bound once), both start, and the ready line lists both addresses."""
     (tmp_path / "ws").mkdir()
-    port = two_free_ports()
+    port = free_ports(2)
     environ = processes_env(env, task_queue, tmp_path)
     environ["AGENT_METRICS_ADDRESS"] = f"127.0.0.1:{port}"
     loop = ManagedProcess(

@@ -23,16 +23,10 @@ from typing import Any
 import httpx
 
 from tests.conftest import DEV_SERVER_ARGS, venv_binary
+from tests.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 """The repository root: `worker.py` and the `starter` package live here."""
-
-
-def free_port() -> int:
-    """A port nobody listens on right now (bind to port 0, read it, close)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:

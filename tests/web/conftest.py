@@ -10,7 +10,6 @@ import collections
 import contextlib
 import os
 import shutil
-import socket
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -38,6 +37,7 @@ from starter.web.app import WebApp, build_app
 from starter.web.auth import Signer, UsersFile, add_user
 from starter.web.security import Guard
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer
+from tests.ports import free_port
 from worker import run_worker
 
 POLL_UPDATE = "__temporal_workflow_stream_poll"
@@ -108,12 +108,6 @@ class CountPolls(Interceptor):
 
     def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
         return _Counting(next, self.counter)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
