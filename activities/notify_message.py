@@ -65,7 +65,8 @@ def json_body(request: NotifyRequest, *, link: str | None, include_content: bool
     """The body of `AGENT_NOTIFY_FORMAT=json`. A call's event: `event`, `workflow_id`, `run_id`,
     `call_id`, `tool`, `arguments` and `arguments_sha256` (only with `include_content`: what
     `starter approve --run-id R --sha256 D` pins), `waiting_since`, `url` (and `groups`, who may
-    answer now, for `approval_escalated`);
+    answer now, for `approval_escalated`; with `rule_groups` for a call the worker's enforced
+    approver rule decides: only those may);
     `run_finished`: `event`, `workflow_id`, `run_id`, `finish_reason`, `error` (only with
     `include_content`), `url`; `budget_exhausted`: `used`, `limit`, `waiting_since`, `url`. `url`
     is null without an inbox."""
@@ -91,6 +92,8 @@ def json_body(request: NotifyRequest, *, link: str | None, include_content: bool
         body["waiting_since"] = timestamp(request.waiting_since)
         if request.event == "approval_escalated":
             body["groups"] = list(request.groups or [])
+            if request.rule_groups is not None:
+                body["rule_groups"] = list(request.rule_groups)
     else:
         body["finish_reason"] = request.finish_reason
         if include_content:
@@ -166,6 +169,9 @@ def slack_text(request: NotifyRequest, *, link: str | None, include_content: boo
             )
         if request.event == "approval_escalated":
             groups = ", ".join(slack_code(g) for g in request.groups or [])
+            if request.rule_groups is not None:
+                only = " or ".join(slack_code(g) for g in request.rule_groups)
+                groups += f" (only {only} may answer it: the worker's enforced rule)"
             since = _slack_since(request.waiting_since)
             return f":rotating_light: {tool} escalated to {groups}: waiting{since}{where}"
         since = _slack_since(request.waiting_since)

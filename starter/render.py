@@ -179,7 +179,12 @@ def event_line(event: AgentEvent) -> str:
     if isinstance(event, ApprovalEscalatedEvent):
         ids = ", ".join(visible(c) for c in event.call_ids)
         groups = ", ".join(visible(g) for g in event.groups)
-        return f"{r} approval_escalated {ids} to {groups}"
+        held = "".join(
+            f"; only {' or '.join(visible(g) for g in only)} may answer {visible(call_id)}"
+            f" (the worker's enforced rule)"
+            for call_id, only in (event.rule_groups or {}).items()
+        )
+        return f"{r} approval_escalated {ids} to {groups}{held}"
     return f"{r} {event.type}"  # pragma: no cover - every type is handled above
 
 

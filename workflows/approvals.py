@@ -21,7 +21,7 @@ from workflows.arguments import arguments_digest
 from workflows.audit import record_decision
 from workflows.conversation import Conversation
 from workflows.edits import Edit, edited_call
-from workflows.expiry import approval_problem, extra_groups
+from workflows.expiry import approval_problem, escalated_groups, rule_groups
 from workflows.inputs import parse_approval
 from workflows.model import (
     AgentState,
@@ -36,7 +36,7 @@ from workflows.model import (
     ToolSpec,
 )
 from workflows.policy import Verdict
-from workflows.quorum import Votes
+from workflows.quorum import Escalated, Votes
 from workflows.reconstruction import runnable
 from workflows.remember import remember, remembered_rule
 from workflows.repeats import Repeats
@@ -89,11 +89,10 @@ class Approvals:
         """Whether each call could run at all (a cache: derived from the call and the specs)."""
         self.policy = RunPolicy(state, rules)
         """The run's effective rules and what they say about a call."""
-        self.votes = Votes(
-            state, emit=emit, now=now, extra_groups=lambda call_id: extra_groups(state, call_id)
-        )
+        self.votes = Votes(state, emit=emit, now=now, escalated=self._escalated)
         """The signed votes of calls under an approver rule (`workflows.quorum`); the groups a
-        call was escalated to may vote on it too (`workflows.expiry.extra_groups`)."""
+        call was escalated to may vote on it too, unless the worker's enforced rule decides it
+        (`workflows.expiry.escalated_groups`)."""
         self.repeats = Repeats(
             state,
             enabled=rules.repeat_limit,
@@ -168,6 +167,32 @@ class Approvals:
         if verdict.decision != "ask" or verdict.rule is None:
             return None
         return self.policy.effective()[verdict.rule].approvers
+
+    def enforced_approvers(self, call: ToolCall) -> Approvers | None:
+        """The approvers of the worker's enforced rule that decides this call, or None (another
+        rule decides it, or none names approvers)."""
+        worker = self._state.worker_policy
+        if not self._rules.approver_rules or worker is None:
+            return None
+        verdict = self._evaluate(call)
+        if (
+            verdict.decision != "ask"
+            or verdict.rule is None
+            or verdict.rule >= len(worker.enforced)
+        ):
+            return None
+        return worker.enforced[verdict.rule].approvers
+
+    def _escalated(self, call_id: str) -> Escalated:
+        """The groups a waiting call was escalated to, as its votes are counted."""
+        call = self._conversation.pending_call(call_id)
+        enforced = None if call is None else self.enforced_approvers(call)
+        return escalated_groups(self._state, call_id, self._rules, enforced)
+
+    def rule_groups(self, call: ToolCall) -> list[str] | None:
+        """For an escalated call: the only groups that may answer it (its enforced rule's), or
+        None (`workflows.expiry.rule_groups`)."""
+        return rule_groups(self._rules, self.enforced_approvers(call))
 
     def quorums(self) -> list[Quorum]:
         """The waiting calls under an approver rule: who may answer, the approvals so far."""

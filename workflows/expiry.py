@@ -12,7 +12,12 @@ it is answered only after it was asked again (`answer_problem`), and asking agai
 With `approval_escalate_after_seconds` and `approval_escalate_to` (the run's, else the worker's
 AGENT_ESCALATE_AFTER_SECONDS and AGENT_ESCALATE_TO), the calls still unanswered that long after
 the wait began are escalated: an `approval_escalated` event and notification, and the groups are
-eligible to answer them too (`extra_groups`).
+eligible to answer them too (`extra_groups`): under no approver rule anyone may answer anyway,
+and under a run's own approver rule they vote as its groups do. Under the worker's enforced
+approver rule they do not (this release's runs, `Rules.escalate_within_rules`): the worker counts
+that rule's groups alone as the call runs, so their vote is refused at once
+(`escalated_groups`), and the event and notification name the rule's groups as the only ones
+that may answer (`rule_groups`).
 
 No I/O: the workflow hands in the clock, where events go and who is notified.
 """
@@ -41,6 +46,8 @@ from workflows.model import (
 )
 from workflows.notifications import Notifier
 from workflows.questions import Question
+from workflows.quorum import Escalated
+from workflows.rules import Approvers
 from workflows.shown import shorten
 from workflows.versions import Rules
 
@@ -94,6 +101,33 @@ def extra_groups(state: AgentState, call_id: str) -> list[str]:
     """The groups that may answer `call_id` besides those its rule names: the groups it was
     escalated to (none before it waited `approval_escalate_after_seconds`)."""
     return list(state.escalations.get(call_id, []))
+
+
+def escalation_widens(rules: Rules, enforced: Approvers | None) -> bool:
+    """Whether a call's escalation groups may answer it besides its approver rule's groups:
+    always in runs of earlier releases; in this release's, unless the worker's enforced rule
+    (`enforced`, its approvers) decides the call (the worker counts that rule's groups alone)."""
+    return enforced is None or not rules.escalate_within_rules
+
+
+def escalated_groups(
+    state: AgentState, call_id: str, rules: Rules, enforced: Approvers | None
+) -> Escalated:
+    """The groups `call_id` was escalated to, as its votes are counted: eligible besides its
+    rule's groups (`counted`), or not (`withheld`: `enforced` decides it)."""
+    groups = tuple(extra_groups(state, call_id))
+    if escalation_widens(rules, enforced):
+        return Escalated(counted=groups)
+    return Escalated(withheld=groups)
+
+
+def rule_groups(rules: Rules, enforced: Approvers | None) -> list[str] | None:
+    """For an escalated call: the groups of the worker's enforced approver rule, the only ones
+    that may answer it (an escalation does not widen that rule), or None: the escalation groups
+    may answer it too."""
+    if enforced is None or escalation_widens(rules, enforced):
+        return None
+    return list(enforced.groups)
 
 
 def expired_calls(state: AgentState, waiting: Sequence[ToolCall]) -> list[ToolCall]:
@@ -233,16 +267,28 @@ class Expiry:
             return None
         return wait.since + timedelta(seconds=escalation.after_seconds)
 
-    def escalate(self, waiting: Sequence[ToolCall], escalation: Escalation) -> None:
-        """The calls waited long enough: their escalation groups may answer them too."""
+    def escalate(
+        self,
+        waiting: Sequence[ToolCall],
+        escalation: Escalation,
+        only: Callable[[ToolCall], list[str] | None] = lambda _call: None,
+    ) -> None:
+        """The calls waited long enough: their escalation groups may answer them too, except a
+        call `only` gives groups for (`rule_groups`: the worker's enforced approver rule's,
+        the only ones that may answer it), which the event and notification say."""
         state = self._state
         new = [c for c in waiting if c.id not in state.escalations]
         if not new:
             return
         at = self._now()
         groups = list(escalation.groups)
+        held = {c.id: found for c in new if (found := only(c)) is not None}
         for call in new:
             state.escalations[call.id] = groups
             record_action(state, call, "escalated", at, reason=", ".join(groups))
-        self._emit(ApprovalEscalatedEvent(call_ids=[c.id for c in new], groups=groups, at=at))
-        self._notifier.escalated(new, groups)
+        self._emit(
+            ApprovalEscalatedEvent(
+                call_ids=[c.id for c in new], groups=groups, at=at, rule_groups=held or None
+            )
+        )
+        self._notifier.escalated(new, groups, held)

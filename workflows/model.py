@@ -668,12 +668,17 @@ class ApprovalReopenedEvent(BaseEvent):
 
 class ApprovalEscalatedEvent(BaseEvent):
     """These calls waited `approval_escalate_after_seconds`: people of `groups` may answer them
-    too."""
+    too, except the calls in `rule_groups`."""
 
     type: Literal["approval_escalated"] = "approval_escalated"
     call_ids: list[str]
     groups: list[str]
     at: datetime
+    rule_groups: dict[str, list[str]] | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
+    """Calls the worker's enforced approver rule decides → that rule's groups, the only ones
+    that may answer them (the escalation does not widen it; left out when there are none)."""
 
 
 AgentEvent = Annotated[
@@ -798,7 +803,8 @@ class Quorum(BaseModel):
     call_id: str
     tool: str
     groups: list[str]
-    """Who may answer: the rule's groups (and any the call was escalated to)."""
+    """Who may answer: the rule's groups (and any the call was escalated to, under a run's own
+    rule)."""
     needed: int
     approvers: list[str] = Field(default_factory=list)
     """The people who approved it so far, in order."""
@@ -831,7 +837,8 @@ class AgentStatus(BaseModel):
     """The pending calls whose approval timeout passed unanswered (`reopen_approval` asks
     again)."""
     escalations: dict[str, list[str]] = Field(default_factory=dict)
-    """Call id → the groups it was escalated to (they may answer it too)."""
+    """Call id → the groups it was escalated to (they may answer it too, unless the worker's
+    enforced approver rule decides it: `quorums` says who may)."""
     approval_deadline: datetime | None = None
     """When the approval timeout of the calls waiting now passes (workflow time), if it does."""
 
@@ -965,7 +972,11 @@ class NotifyRequest(BaseModel):
     limit: int | None = Field(default=None, exclude_if=lambda value: value is None)
     """`budget_exhausted`: the run's token budget (left out otherwise)."""
     groups: list[str] | None = Field(default=None, exclude_if=lambda value: value is None)
-    """`approval_escalated`: the groups that may answer now (left out otherwise)."""
+    """`approval_escalated`: the groups the call was escalated to, who may answer it now unless
+    `rule_groups` is there (left out otherwise)."""
+    rule_groups: list[str] | None = Field(default=None, exclude_if=lambda value: value is None)
+    """`approval_escalated` of a call the worker's enforced approver rule decides: that rule's
+    groups, the only ones that may answer it (left out otherwise)."""
 
 
 class ContextState(BaseModel):
@@ -1151,7 +1162,8 @@ class AgentState(BaseModel):
         default_factory=dict, exclude_if=lambda value: not value
     )
     """Pending calls escalated (`approval_escalate_after_seconds`) → the groups that may answer
-    them too; cleared when their batch ran. Bounded by the calls of one reply."""
+    them too (unless the worker's enforced approver rule decides the call: only its groups may);
+    cleared when their batch ran. Bounded by the calls of one reply."""
     cut_off: dict[str, int | None] = Field(default_factory=dict)
     """Pending calls of a reply cut off at the token limit (`finish_reason: length`), with the
     `max_tokens` the request carried: a call whose arguments were cut is told so."""

@@ -18,7 +18,7 @@ never shorten it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -86,9 +86,17 @@ class Notifier:
         """Tell people these calls expired unanswered (they wait on until someone acts)."""
         self._tell("approval_expired", calls_expired)
 
-    def escalated(self, calls_escalated: Sequence[ToolCall], groups: Sequence[str]) -> None:
-        """Tell people these calls may now be answered by `groups` too."""
-        self._tell("approval_escalated", calls_escalated, groups=list(groups))
+    def escalated(
+        self,
+        calls_escalated: Sequence[ToolCall],
+        groups: Sequence[str],
+        rule_groups: Mapping[str, list[str]] | None = None,
+    ) -> None:
+        """Tell people these calls may now be answered by `groups` too (a call in `rule_groups`
+        only by its enforced rule's groups)."""
+        self._tell(
+            "approval_escalated", calls_escalated, groups=list(groups), rule_groups=rule_groups
+        )
 
     def _tell(
         self,
@@ -96,6 +104,7 @@ class Notifier:
         calls_told: Sequence[ToolCall],
         *,
         groups: list[str] | None = None,
+        rule_groups: Mapping[str, list[str]] | None = None,
     ) -> None:
         wait = self._state.approval_wait
         if not self.enabled or wait is None:
@@ -113,6 +122,7 @@ class Notifier:
                     arguments=call.arguments,
                     waiting_since=wait.since,
                     groups=groups,
+                    rule_groups=(rule_groups or {}).get(call.id),
                 )
             )
 

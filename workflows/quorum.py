@@ -4,8 +4,10 @@ An `ask` rule may name `approvers: {"groups": [...], "count": N}`. A call it dec
 after N distinct people of those groups approved it, each with a signed answer (the worker
 verified the signature before the run took it); the same person twice counts once, and one
 rejection from an eligible person rejects the call. Anyone else's answer (another group, or
-unsigned) is refused with the reason. Groups a call was escalated to are eligible too
-(`extra_groups`).
+unsigned) is refused with the reason. Groups a call was escalated to are eligible too under a
+run's own rule (`Escalated.counted`); under the worker's enforced rule they are not
+(`Escalated.withheld`: the worker counts that rule's groups alone), and their answer is refused
+at once, saying so.
 
 Pure functions and one small class over the run's state; no Temporal import.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from workflows import bounds
@@ -28,6 +31,27 @@ from workflows.model import (
 )
 from workflows.rules import Approvers, PolicyRule
 from workflows.shown import shorten
+
+
+@dataclass(frozen=True)
+class Escalated:
+    """The groups a call was escalated to, as its votes are counted: `counted` may answer it
+    besides its rule's groups; `withheld` may not (the worker's enforced rule decides the call,
+    and the worker counts that rule's groups alone)."""
+
+    counted: tuple[str, ...] = ()
+    withheld: tuple[str, ...] = ()
+
+
+def only_who_escalated(approvers: Approvers, tool: str, escalated: Escalated) -> str:
+    """The refusal's reason, naming an escalation that does not widen the worker's rule:
+    `only ops may approve delete_path (the worker's enforced rule: the escalation to oncall
+    does not widen it)`."""
+    only = only_who(approvers, tool, escalated.counted)
+    if not escalated.withheld:
+        return only
+    groups = ", ".join(escalated.withheld)
+    return f"{only} (the worker's enforced rule: the escalation to {groups} does not widen it)"
 
 
 def eligible_groups(approvers: Approvers, extra_groups: Iterable[str] = ()) -> list[str]:
@@ -97,23 +121,28 @@ class Votes:
         *,
         emit: Callable[[BaseEvent], None],
         now: Callable[[], datetime],
-        extra_groups: Callable[[str], Sequence[str]] = lambda _call_id: (),
+        escalated: Callable[[str], Escalated] = lambda _call_id: Escalated(),
     ) -> None:
         self._state = state
         self._emit = emit
         self._now = now
-        self._extra = extra_groups
-        """Groups a call was escalated to (eligible besides the rule's)."""
+        self._escalated = escalated
+        """The groups a call was escalated to: those eligible besides the rule's, and those
+        not (`workflows.expiry.escalated_groups`)."""
+
+    def _extra(self, call_id: str) -> tuple[str, ...]:
+        return self._escalated(call_id).counted
 
     def refusal(
         self, response: ToolApprovalResponse, call: ToolCall, approvers: Approvers
     ) -> str | None:
         """Why this answer cannot count for the call, or None (checked before the signature)."""
-        only = only_who(approvers, call.name, self._extra(call.id))
+        escalated = self._escalated(call.id)
+        only = only_who(approvers, call.name, escalated.counted)
         if response.signature is None or response.approver is None:
             return f"{only}, each with a signed answer (this one is not signed)"
-        if not eligible(response.groups or [], approvers, self._extra(call.id)):
-            return only
+        if not eligible(response.groups or [], approvers, escalated.counted):
+            return only_who_escalated(approvers, call.name, escalated)
         if response.remember or response.arguments is not None:
             return (
                 f"a call under an approver rule takes neither 'remember' nor 'arguments' ({only})"

@@ -119,7 +119,11 @@ class Waits:
                 if reminder is not None and until == reminder:
                     self._notifier.waiting(self._approvals.unanswered(pending), reminder=True)
                 if escalation is not None and escalate_at is not None and until == escalate_at:
-                    self._expiry.escalate(self._approvals.unanswered(pending), escalation)
+                    self._expiry.escalate(
+                        self._approvals.unanswered(pending),
+                        escalation,
+                        self._approvals.rule_groups,
+                    )
                 if deadline is None or until != deadline:
                     continue
                 if policy == "expire":

@@ -39,7 +39,7 @@ from workflows.model import (
     ReopenRequest,
     ToolApprovalResponse,
 )
-from workflows.rules import ApprovalPolicy
+from workflows.rules import ApprovalPolicy, WorkerPolicy
 
 HOUR = 3600
 SHORT = 0.5
@@ -346,3 +346,76 @@ async def test_escalation_makes_its_groups_eligible_under_an_approver_rule(
         [approval] = of_type(await events(handle), "approval")
     assert result.finish_reason == "stop" and fake.tools_run == ["c1"]
     assert approval.approved and approval.approver == "dave"
+
+
+async def test_escalation_does_not_widen_the_workers_enforced_approver_rule(
+    time_skipping_env, task_queue
+):
+    """A call the worker's enforced rule leaves to `ops`, escalated to `oncall` after an hour:
+    the event and notification say only `ops` may answer it, and `oncall`'s signed approval is
+    refused at once (the update with the reason, the signal with a warning), counts nothing,
+    and the call waits on; `ops`' approval then runs it (the worker counts `ops` alone)."""
+    env = time_skipping_env
+    client = env.client
+    key = ApproverKey(os.urandom(32))
+    rule = {"tool": "delete_path", "decision": "ask", "approvers": {"groups": ["ops"]}}
+    fake = delete_logs()
+    fake.worker_rules = WorkerPolicy.model_validate({"enforced": [rule]})
+    plugin = AgentPlugin(activities=[*fake.activities(), AnswerVerifier(key).verify_answer])
+    options = AgentRunOptions(approval_escalate_after_seconds=HOUR, approval_escalate_to=["oncall"])
+    async with Worker(client, task_queue=task_queue, plugins=[plugin]):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x", options))
+        st = await wait_for_phase(handle, "awaiting_approval")
+        assert st.run_id is not None
+
+        def signed(who: str, groups: list[str]) -> dict[str, Any]:
+            return sign_answer(
+                key,
+                ToolApprovalResponse(call_id="c1", approved=True),
+                workflow_id=handle.id,
+                run_id=str(st.run_id),
+                arguments_sha256=arguments_digest('{"path": "logs"}'),
+                approver=who,
+                groups=groups,
+            ).model_dump(mode="json")
+
+        await env.sleep(timedelta(seconds=HOUR + 60))
+
+        async def escalated() -> AgentStatus | None:
+            found = await status(handle)
+            return found if found.escalations else None
+
+        st = await wait_until(escalated)
+        assert st.escalations == {"c1": ["oncall"]}
+        assert [(q.call_id, q.groups) for q in st.quorums] == [("c1", ["ops"])]
+        [event] = of_type(await events(handle), "approval_escalated")
+        assert (event.groups, event.rule_groups) == (["oncall"], {"c1": ["ops"]})
+        told = await wait_until(
+            lambda: [r for r in fake.notify_requests if r.event == "approval_escalated"]
+        )
+        assert [(r.groups, r.rule_groups) for r in told] == [(["oncall"], ["ops"])]
+
+        with pytest.raises(WorkflowUpdateFailedError) as caught:
+            await handle.execute_update("submit_approval", signed("olga", ["oncall"]))
+        assert refusal(caught.value) == (
+            "only ops may approve delete_path (the worker's enforced rule: the escalation to"
+            " oncall does not widen it)"
+        )
+        await handle.signal("tool_approval", signed("oscar", ["oncall"]))
+
+        async def warned() -> list[str] | None:
+            found = [e.message for e in of_type(await events(handle), "warning")]
+            return found or None
+
+        [warning] = await wait_until(warned)
+        assert "the escalation to oncall does not widen it" in warning
+        st = await status(handle)
+        assert st.phase == "awaiting_approval" and [c.id for c in st.pending_approvals] == ["c1"]
+        assert of_type(await events(handle), "approval_vote") == []
+        assert (await audit(handle)).counts.votes == 0
+
+        await handle.execute_update("submit_approval", signed("ann", ["ops"]))
+        result = await handle.result()
+        [approval] = of_type(await events(handle), "approval")
+    assert result.finish_reason == "stop" and fake.tools_run == ["c1"]
+    assert approval.approved and approval.approver == "ann"
