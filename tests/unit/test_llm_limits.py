@@ -71,10 +71,11 @@ async def failure(coro) -> ApplicationError:
 
 
 async def test_progress_chunks_keep_a_slow_llama_cpp_prompt_alive(llama, http):
-    """2 s of prompt processing against a 0.5 s read timeout: llama.cpp's progress chunks arrive
-    every 0.2 s, so the request lives and the reply comes."""
-    llama.enqueue(Stall(seconds=2.0, then=text("Read it all."), progress_every=0.2))
-    client = client_for(llama, http, timeout=httpx.Timeout(0.5, connect=5.0))
+    """3 s of prompt processing against a 1 s read timeout: llama.cpp's progress chunks arrive
+    every 0.1 s, so the request lives and the reply comes (the margin between a chunk and the
+    timeout is wide, so a loaded machine's late thread does not end the request)."""
+    llama.enqueue(Stall(seconds=3.0, then=text("Read it all."), progress_every=0.1))
+    client = client_for(llama, http, timeout=httpx.Timeout(1.0, connect=5.0))
     reply = await client.complete(PROMPT, SPECS)
     assert reply.message.content == "Read it all."
     assert llama.requests[0]["return_progress"] is True
