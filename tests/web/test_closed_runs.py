@@ -1,7 +1,8 @@
 """Finished runs on the web with no worker running: the web app on 127.0.0.1 (uvicorn) against
 the session dev server, after the production worker that ran the runs (the scripted model) has
-stopped. A finished run's page, `GET /api/runs/{id}` and its audit answer within 2 s from the
-run's history; a run refused at start says why on its page, in the API and in `/runs`."""
+stopped. A finished run's page, `GET /api/runs/{id}` and its audit answer from the run's
+history, with no query (well within the 30 s a query would wait for a worker); a run refused at
+start says why on its page, in the API and in `/runs`."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ from workflows.model import AgentRunInput, AgentRunOptions, AgentRunResult
 
 pytestmark = pytest.mark.web
 
-READ_SECONDS = 2.0
+READ_SECONDS = 10.0
+"""Well under the 30 s a query waits for a worker (the reads make no query: checked by count)."""
 TYPO = {"rules": [{"tool": "run_comand", "decision": "allow"}]}
 
 
@@ -100,6 +102,8 @@ async def test_finished_runs_read_without_a_worker(
             assert seconds < READ_SECONDS, seconds
             assert 'data-phase="finished"' in page.text
             assert "remember the milk" in page.text
+            # Read from the run's history: no query, which would wait for a worker.
+            assert [c for c in served.polls.calls if c.startswith("query:")] == []
 
             said = (await http.get(f"/api/runs/{refused}")).json()
             assert said["status"]["phase"] == "finished"
