@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 from activities import model_retries
 from activities.approver_key import ApproverKey
 from activities.context_window import DEFAULT_CONTEXT_TOKENS
-from activities.conversation_cache import NOTHING, ConversationCache, joined
+from activities.conversation_cache import NOTHING, ConversationCache, Held, joined
 from activities.enforcement import enforced_refusal, opened_check
 from activities.heartbeat import heartbeating
 from activities.llm import OpenAIChatClient, ServerUnreachable
@@ -42,7 +42,8 @@ from workflows import names
 from workflows.arguments import parse_arguments
 from workflows.bounds import TOOL_CONTENT_CHARS
 from workflows.context import SUMMARY_CHARS_PER_TOKEN
-from workflows.conversation_tail import ConversationTail, TailRequest
+from workflows.conversation_parts import resolve
+from workflows.conversation_tail import ConversationTail, TailRequest, extend
 from workflows.model import (
     ChatMessage,
     LlmRequest,
@@ -174,7 +175,10 @@ class AgentActivities:
             raise gave_up
         with model_call(model=model, provider=provider, round=request.round, content=content) as m:
             try:
-                return m.reply(await self._complete(request, m))
+                response = m.reply(await self._complete(request, m))
+                run = (request.workflow_id, request.run_id)
+                self._conversations.reply(run, request.round, response.message)
+                return response
             except ServerUnreachable as err:
                 raise await model_retries.unreachable(
                     err, info, wait, self._temporal(), request.workflow_id
@@ -275,9 +279,12 @@ class AgentActivities:
 
     async def _conversation(self, request: LlmRequest) -> list[ChatMessage]:
         """The first `message_count` messages of the run (the request names the conversation
-        instead of carrying it): what is new since this worker's last call for the run, read
-        with the `conversation_tail` query."""
-        messages = await self._fetch(request)
+        instead of carrying it): rebuilt here when the request's tail names only results this
+        process returned (`_rebuilt`), else what is new since this worker's last call for the
+        run, read with the `conversation_tail` query."""
+        messages = self._rebuilt(request)
+        if messages is None:
+            messages = await self._fetch(request)
         if len(messages) < request.message_count:
             raise ApplicationError(
                 f"the run has {len(messages)} messages, fewer than the {request.message_count}"
@@ -285,6 +292,32 @@ class AgentActivities:
                 type="ConversationMismatch",
             )
         return messages[: request.message_count]
+
+    def _rebuilt(self, request: LlmRequest) -> list[ChatMessage] | None:
+        """The conversation without a query: the one this process holds for the run, followed
+        by what the request's tail names (this process's results since, `resolve`), used only
+        when its digest is the request's. None when it cannot be (then the query reads it)."""
+        cache = self._conversations
+        results = cache.take((request.workflow_id, request.run_id))
+        if request.digest is None:
+            return None
+        key = (request.workflow_id, request.run_id, request.view)
+        held = cache.get(key)
+        if len(held.messages) == request.message_count and held.digest == request.digest:
+            cache.unqueried += 1  # the same request again (an attempt after a failure)
+            return held.messages
+        tail = request.tail
+        if tail is None or tail.after != len(held.messages):
+            return None
+        added = resolve(tail.parts, held.messages, results.replies, results.tools)
+        if added is None:
+            return None
+        digest, size = extend(held.digest, added)
+        if digest != request.digest:
+            return None
+        cache.put(key, Held([*held.messages, *added], digest, held.size + size))
+        cache.unqueried += 1
+        return cache.get(key).messages
 
     async def _fetch(self, request: LlmRequest) -> list[ChatMessage]:
         """The run's whole conversation (its model view or its record): the prefix this worker
@@ -327,7 +360,12 @@ class AgentActivities:
             content=self._settings.trace_content,
         ) as observed:
             content = observed.result(await self.run_tool(request))
-        return shorten(content, TOOL_CONTENT_LIMIT, TRUNCATION_MARKER, within=True)
+        result = shorten(content, TOOL_CONTENT_LIMIT, TRUNCATION_MARKER, within=True)
+        if activity.in_activity():  # kept for the run's next model call (`LlmRequest.tail`)
+            info = activity.info()
+            run = (info.workflow_id or request.workflow_id, info.workflow_run_id or "")
+            self._conversations.result(run, request.call_id, result)
+        return result
 
     async def run_tool(self, request: ToolRequest) -> str:
         tool = self._registry.get(request.name)

@@ -1,12 +1,15 @@
 """The conversations this worker process last sent to the model, by run: a `call_llm` activity
 asks the run only for the messages after the prefix it holds (`conversation_tail`), and the run
-confirms that prefix by its digest or answers the whole conversation. Bounded in runs and bytes;
-losing an entry (another process, a restart, an eviction) only costs a whole fetch."""
+confirms that prefix by its digest or answers the whole conversation. Next to a run's
+conversation, the `call_llm` and `execute_tool` results this process returned for it since:
+with them a request's tail (`LlmRequest.tail`) rebuilds the new conversation without a query.
+Bounded in runs and bytes; losing an entry (another process, a restart, an eviction) only costs
+a fetch."""
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from workflows.conversation_tail import EMPTY_DIGEST, ConversationTail, extend
 from workflows.model import ChatMessage
@@ -16,6 +19,9 @@ MAX_BYTES = 64 * 1024 * 1024
 
 Key = tuple[str, str, bool]
 """(workflow id, run id, whether the model's view rather than the record)."""
+
+Run = tuple[str, str]
+"""(workflow id, run id)."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,16 @@ class Held:
 NOTHING = Held(messages=[])
 
 
+@dataclass
+class Results:
+    """What this process returned for a run since its last model call: the model's replies by
+    round, the tools' results by call id."""
+
+    replies: dict[int, ChatMessage] = field(default_factory=dict)
+    tools: dict[str, str] = field(default_factory=dict)
+    size: int = 0
+
+
 class ConversationCache:
     """Least recently used first out, past `max_runs` entries or `max_bytes` of messages."""
 
@@ -42,6 +58,9 @@ class ConversationCache:
         """Fetches that read only what followed a prefix held here."""
         self.whole = 0
         """Fetches of a whole conversation (nothing held, or not the run's prefix)."""
+        self.unqueried = 0
+        """Conversations rebuilt from a request's tail and this process's results: no query."""
+        self._results: dict[Run, Results] = {}
 
     def __len__(self) -> int:
         return len(self._held)
@@ -58,22 +77,69 @@ class ConversationCache:
         return held
 
     def drop(self, key: Key) -> None:
+        """Forget the conversation, and the run's results once nothing of it is held."""
+        self._remove(key)
+        run = (key[0], key[1])
+        if (*run, False) not in self._held and (*run, True) not in self._held:
+            self._forget(run)
+
+    def _remove(self, key: Key) -> None:
         held = self._held.pop(key, None)
         if held is not None:
             self._bytes -= held.size
+
+    def _forget(self, run: Run) -> None:
+        results = self._results.pop(run, None)
+        if results is not None:
+            self._bytes -= results.size
 
     def keys(self) -> list[Key]:
         return list(self._held)
 
     def put(self, key: Key, held: Held) -> None:
-        self.drop(key)
+        self._remove(key)
         if held.size > self._max_bytes:
+            self.drop(key)
             return
         self._held[key] = held
         self._bytes += held.size
         while len(self._held) > self._max_runs or self._bytes > self._max_bytes:
-            _, oldest = self._held.popitem(last=False)
-            self._bytes -= oldest.size
+            if not self._held:
+                break
+            oldest, _ = next(iter(self._held.items()))
+            self.drop(oldest)
+
+    # ---- the results returned since a run's last model call (kept while its record is held)
+
+    def reply(self, run: Run, round_: int, message: ChatMessage) -> None:
+        """The model's reply of round `round_` (the message `call_llm` returned)."""
+        if (results := self._of(run)) is not None:
+            results.replies[round_] = message
+            self._grew(results, len(message.model_dump_json()))
+
+    def result(self, run: Run, call_id: str, content: str) -> None:
+        """The result `execute_tool` returned for call `call_id`."""
+        if (results := self._of(run)) is not None:
+            results.tools[call_id] = content
+            self._grew(results, len(content.encode()) + len(call_id))
+
+    def take(self, run: Run) -> Results:
+        """The run's results, forgotten here (a model call uses them once)."""
+        results = self._results.get(run) or Results()
+        self._forget(run)
+        return results
+
+    def _of(self, run: Run) -> Results | None:
+        if (*run, False) not in self._held and (*run, True) not in self._held:
+            return None  # nothing to rebuild on
+        return self._results.setdefault(run, Results())
+
+    def _grew(self, results: Results, size: int) -> None:
+        results.size += size
+        self._bytes += size
+        while self._bytes > self._max_bytes and self._held:
+            oldest, _ = next(iter(self._held.items()))
+            self.drop(oldest)
 
 
 def joined(held: Held, tail: ConversationTail) -> Held | None:

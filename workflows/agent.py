@@ -198,6 +198,7 @@ class AgentWorkflow:
             warn=self._warn,
             set_phase=self._set_phase,
             offered=self._questions.offered,
+            digests=self._tails,
         )
         self._batch = Batch(
             self._conversation,

@@ -65,10 +65,12 @@ class Batch:
         self._cancel_requested = cancel_requested
         self._calls: list[ToolCall] = []
         self._results: dict[str, str] = {}
+        self._executed: set[str] = set()
+        """The calls whose result is their `execute_tool` activity's (not a failure's)."""
 
     async def run(self, pending: Sequence[ToolCall], steps: Sequence[Step]) -> None:
         """Run the `Execute` steps, answer the `Respond` ones, append every result."""
-        self._calls, self._results = list(pending), {}
+        self._calls, self._results, self._executed = list(pending), {}, set()
         for step in steps:
             if isinstance(step, Respond):
                 self._results[step.call.id] = step.content
@@ -111,6 +113,7 @@ class Batch:
         self._inflight.add(key, handle)
         try:
             content = await handle
+            self._executed.add(call.id)
         except ActivityError as err:
             if calls.is_cancellation(err):
                 if not self._cancel_requested():
@@ -124,7 +127,8 @@ class Batch:
     def _append(self) -> None:
         results = [self._results.get(call.id) for call in self._calls]
         contents = [envelope_error(INTERRUPTED_TOOL) if r is None else r for r in results]
-        for message in self._conversation.append_results(self._calls, contents):
+        added = self._conversation.append_results(self._calls, contents, self._executed)
+        for message in added:
             self._emit(
                 ToolResultEvent(
                     call_id=message.tool_call_id or "",
@@ -132,4 +136,4 @@ class Batch:
                     content=shorten(message.content, EVENT_TEXT_LIMIT),
                 )
             )
-        self._calls, self._results = [], {}
+        self._calls, self._results, self._executed = [], {}, set()

@@ -90,6 +90,10 @@ class Compactor:
         """What the model is sent now (the `model_view` query)."""
         return context.model_view(self._conversation.messages, self._state.context)
 
+    def view_basis(self) -> object:
+        """Equal from one request to the next: the view only grew at its end."""
+        return context.view_basis(self._state.context)
+
     def _tools_bytes(self) -> int:
         fields = {"name", "description", "parameters"}
         specs = [s.model_dump(include=fields) for s in self._offered()]

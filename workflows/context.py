@@ -108,6 +108,16 @@ def model_view(messages: Sequence[ChatMessage], ctx: ContextState) -> list[ChatM
     return view
 
 
+def view_basis(ctx: ContextState) -> object:
+    """What `model_view` makes of the record besides its messages: while it stays the same, the
+    view grows by exactly the messages the record gains (`LlmRequest.tail` relies on it)."""
+    if not compacted(ctx):
+        return None
+    cut = tuple(sorted(ctx.cut.items()))
+    return (ctx.dropped_until, ctx.summary, ctx.summary_until, tuple(ctx.markers), cut,
+            ctx.summary_as_user)  # fmt: skip
+
+
 def summary_message(summary: str, *, as_user: bool) -> ChatMessage:
     """The summary as the model reads it: a user message that says it is one (earlier releases:
     a system message)."""

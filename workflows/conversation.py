@@ -9,7 +9,8 @@ from collections.abc import Collection, Iterable, Sequence
 
 from workflows import bounds
 from workflows.bounds import Limits
-from workflows.model import AgentState, ChatMessage, ToolCall
+from workflows.conversation_parts import Part, Sources, reply_message, with_ids
+from workflows.model import AgentState, ChatMessage, Inline, ReplyOf, ResultOf, ToolCall
 from workflows.shown import shorten
 from workflows.tool_results import TRUNCATION_MARKER
 
@@ -46,6 +47,8 @@ class Conversation:
         """(messages measured, their JSON bytes): messages are append-only, except an edit."""
         self._pending: tuple[tuple[int, int], list[ToolCall]] | None = None
         self._edits = 0
+        self.sources = Sources()
+        """Where each message since the previous model request came from (`LlmRequest.tail`)."""
 
     @property
     def messages(self) -> list[ChatMessage]:
@@ -107,16 +110,28 @@ class Conversation:
             )
         else:
             unique = unique_call_ids(calls, prefix)
-        return ChatMessage.assistant(content, unique)
+        return reply_message(content, unique)
 
-    def append(self, message: ChatMessage) -> None:
+    def append(self, message: ChatMessage, source: Part | None = None) -> None:
+        """`source`: where the message came from (`ReplyOf` the model's reply); else it is
+        carried whole."""
         self.messages.append(message)
+        self.sources.added(source or Inline(message=message))
+
+    def append_reply(self, message: ChatMessage, round_: int) -> None:
+        """The model's reply of `round_` (built by `reply`)."""
+        ids = [call.id for call in message.tool_calls or []]
+        self.append(message, ReplyOf(reply_of=round_, ids=ids))
 
     def append_results(
-        self, calls: Sequence[ToolCall], contents: Sequence[str]
+        self,
+        calls: Sequence[ToolCall],
+        contents: Sequence[str],
+        executed: Collection[str] = (),
     ) -> list[ChatMessage]:
         """One tool message per call, in call order, appended together (the ordering invariant);
-        each bounded, and with strict sizes the batch cut to what the budget leaves."""
+        each bounded, and with strict sizes the batch cut to what the budget leaves. `executed`:
+        the calls whose content is their `execute_tool` result."""
         limit = bounds.TOOL_CONTENT_CHARS
         texts = [shorten(c, limit, TRUNCATION_MARKER, within=True) for c in contents]
         if self._limits.strict_sizes:
@@ -124,6 +139,9 @@ class Conversation:
             texts = bounds.fit_batch(texts, max(0, room) // 2)
         added = [ChatMessage.tool(call, text) for call, text in zip(calls, texts, strict=True)]
         self.messages.extend(added)
+        for call, message, content in zip(calls, added, contents, strict=True):
+            same = call.id in executed and message.content == content  # not cut here
+            self.sources.added(ResultOf(result_of=call.id) if same else Inline(message=message))
         return added
 
     def replace_call(self, call: ToolCall) -> None:
@@ -132,6 +150,7 @@ class Conversation:
         self.messages[:] = with_call(self.messages, call)
         self._edits += 1
         self._sized = (0, 0)  # a message changed: measure again
+        self.sources.forget()
 
     def hold(self, message: ChatMessage) -> str | None:
         """Keep a user message until the pending calls are answered; why not, if it would take
@@ -152,7 +171,8 @@ class Conversation:
         """Append the held messages once no call is pending. True when there were some."""
         if not self.held or self.pending():
             return False
-        self.messages.extend(self.held)
+        for message in self.held:
+            self.append(message)
         self._state.held_messages = []
         return True
 
@@ -209,8 +229,9 @@ def unique_call_ids(
     `{prefix}_{position}`, and one longer than `max_id_chars` is replaced by the generated id.
     """
     seen: set[str] = set(taken)
-    result: list[ToolCall] = []
-    for position, call in enumerate(calls):
+    given = list(calls)
+    ids: list[str] = []
+    for position, call in enumerate(given):
         call_id = call.id
         if not call_id or (max_id_chars is not None and len(call_id) > max_id_chars):
             call_id = f"{prefix}_{position}"
@@ -218,8 +239,8 @@ def unique_call_ids(
         while candidate in seen:
             candidate, suffix = f"{call_id}#{suffix}", suffix + 1
         seen.add(candidate)
-        result.append(call if candidate == call.id else call.model_copy(update={"id": candidate}))
-    return result
+        ids.append(candidate)
+    return with_ids(given, ids)
 
 
 def call_ids(messages: Iterable[ChatMessage]) -> set[str]:

@@ -86,6 +86,10 @@ class ConversationTails:
         self._record = PrefixDigests()
         self._view = PrefixDigests()
 
+    def digest(self, messages: Sequence[ChatMessage], *, view: bool = False) -> str:
+        """The digest of `messages`, the record or the view (what `LlmRequest.digest` carries)."""
+        return (self._view if view else self._record).of(messages)[-1]
+
     def answer(self, request: TailRequest, messages: Sequence[ChatMessage]) -> ConversationTail:
         """`messages`: the view when the request is for it, else the record."""
         digests = self._view if request.view else self._record

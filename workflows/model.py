@@ -865,12 +865,43 @@ class ToolSpec(BaseModel):
     inside it as workspace-relative. None: an absolute path stays absolute."""
 
 
+class ReplyOf(BaseModel):
+    """A message of `LlmRequest.tail`: the assistant message the run built from the `call_llm`
+    result of round `reply_of`, its calls renamed to `ids` (`Conversation.reply`)."""
+
+    reply_of: int
+    ids: list[str]
+
+
+class ResultOf(BaseModel):
+    """A message of `LlmRequest.tail`: the tool message whose content is exactly the
+    `execute_tool` result of call `result_of`."""
+
+    result_of: str
+
+
+class Inline(BaseModel):
+    """A message of `LlmRequest.tail` carried whole (a person's, a rejection, an error...)."""
+
+    message: ChatMessage
+
+
+class Tail(BaseModel):
+    """The messages a request adds to the conversation of the run's previous request (its
+    first `after` messages), each by where it came from (`workflows.conversation_parts`)."""
+
+    after: int
+    parts: list[ReplyOf | ResultOf | Inline]
+
+
 class LlmRequest(BaseModel):
     """Input of `call_llm`.
 
     It names the conversation instead of carrying it: the activity reads the first
-    `message_count` messages of run `run_id` through the `messages` query. History then grows
-    with each round's new content, not with the whole conversation every round.
+    `message_count` messages of run `run_id` through the `conversation_tail` query, unless the
+    worker holds the conversation of the run's previous request and made the results `tail`
+    names (then `digest` confirms what it rebuilt). History then grows with each round's new
+    content, not with the whole conversation every round.
     """
 
     workflow_id: str
@@ -888,6 +919,12 @@ class LlmRequest(BaseModel):
     offered: list[ToolSpec] = Field(default_factory=list, exclude_if=lambda value: not value)
     """Tools the workflow itself offers besides the worker's (`ask_user`): never run by
     `execute_tool`; left out of the JSON when empty."""
+    digest: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The digest (`conversation_tail.extend`'s chain) of the first `message_count` messages of
+    what the request is for (the record, or the model's view); None in runs of earlier releases
+    (left out when unset)."""
+    tail: Tail | None = Field(default=None, exclude_if=lambda value: value is None)
+    """What was added since the run's previous request, when known (left out when unset)."""
 
 
 class SummaryRequest(BaseModel):

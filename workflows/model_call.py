@@ -19,13 +19,16 @@ from workflows.approvals import Approvals
 from workflows.batch import InFlight
 from workflows.compaction import Compactor
 from workflows.conversation import Conversation
+from workflows.conversation_tail import ConversationTails
 from workflows.event_log import EVENT_TEXT_LIMIT
 from workflows.model import (
     AgentState,
     BaseEvent,
+    ChatMessage,
     LlmRequest,
     LlmResponse,
     Phase,
+    Tail,
     TextDeltaEvent,
     ToolSpec,
 )
@@ -55,6 +58,7 @@ class ModelCall:
         warn: Callable[[str], None],
         set_phase: Callable[[Phase, str], None],
         offered: Callable[[], list[ToolSpec]] = list,
+        digests: ConversationTails | None = None,
     ) -> None:
         self._state = state
         self._conversation = conversation
@@ -67,6 +71,9 @@ class ModelCall:
         self._set_phase = set_phase
         self._offered = offered
         """The tools the workflow itself offers besides the worker's (`ask_user`)."""
+        self._digests = digests or ConversationTails()
+        """The prefix digests of the record and the view, shared with the `conversation_tail`
+        query (each message hashed once for both)."""
 
     async def ask(self) -> LlmResponse | Ended | None:
         """One model call; the reply joins the conversation. `Ended` when the run cannot go on
@@ -80,18 +87,22 @@ class ModelCall:
             return Ended(problem)
         info = workflow.info()
         sent = len(state.messages)
+        view = self._compactor.view() if self._compactor.active else None
+        digest, tail = self._by_reference(view)
         handle = calls.start_llm(
             LlmRequest(
                 workflow_id=info.workflow_id,
                 run_id=info.run_id,
-                message_count=len(self._compactor.view()) if self._compactor.active else sent,
+                message_count=sent if view is None else len(view),
                 round=state.round,
                 tools=self._approvals.allowed_tools(),
                 model=state.options.model,
                 temperature=state.options.temperature,
                 max_tokens=state.options.max_tokens,
-                view=self._compactor.active,
+                view=view is not None,
                 offered=self._offered(),
+                digest=digest,
+                tail=tail,
             ),
             until_given_up=self._rules.llm_retried_until_given_up,
         )
@@ -118,6 +129,20 @@ class ModelCall:
             return ended
         return response
 
+    def _by_reference(self, view: list[ChatMessage] | None) -> tuple[str | None, Tail | None]:
+        """The digest of what the request is for (the record, or the model's `view` of it) and
+        what was added since the previous request (when known), so a worker holding the rest
+        needs no query; nothing in runs of earlier releases."""
+        if not self._rules.conversation_by_reference:
+            return None, None
+        record = self._state.messages
+        if view is None:
+            tail = self._conversation.sources.sent(len(record))
+            return self._digests.digest(record), tail
+        basis = self._compactor.view_basis()
+        tail = self._conversation.sources.sent(len(record), len(view), basis)
+        return self._digests.digest(view, view=True), tail
+
     def _take(self, response: LlmResponse) -> Ended | None:
         """The reply joins the conversation and its calls pass the gate; `Ended` when it cannot
         (the run ends)."""
@@ -132,7 +157,7 @@ class ModelCall:
             added = bounds.json_bytes(message)
             if problem := self._conversation.too_large(added, reply=added):
                 return Ended(problem)
-        self._conversation.append(message)
+        self._conversation.append_reply(message, state.round)
         for warning in response.warnings:
             self._warn(warning)
         calls_made = message.tool_calls or []

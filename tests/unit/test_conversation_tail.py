@@ -82,3 +82,25 @@ def test_the_cache_is_bounded_in_runs_and_bytes_least_recently_used_first_out():
     assert cache.get(("e", "r", True)) is NOTHING and cache.bytes == big.size
     cache.drop(("d", "r", True))
     assert len(cache) == 0 and cache.bytes == 0
+
+
+def test_a_runs_results_are_kept_while_its_conversation_is_and_counted_in_its_bytes():
+    one = held(MESSAGES)
+    cache = ConversationCache(max_runs=2, max_bytes=3 * one.size)
+    cache.result(("a", "r"), "c1", "text")  # nothing held for the run: nothing to rebuild on
+    assert cache.take(("a", "r")).tools == {} and cache.bytes == 0
+    cache.put(("a", "r", True), one)
+    cache.result(("a", "r"), "c1", "text of a")
+    cache.reply(("a", "r"), 2, ChatMessage.assistant("done"))
+    assert cache.bytes > one.size
+    cache.put(("a", "r", True), held(MESSAGES[:3]))  # the next conversation: results kept
+    taken = cache.take(("a", "r"))  # once, by the next model call
+    assert taken.tools == {"c1": "text of a"} and list(taken.replies) == [2]
+    assert cache.take(("a", "r")).tools == {} and cache.bytes == held(MESSAGES[:3]).size
+    cache.result(("a", "r"), "c2", "x")
+    cache.put(("b", "r", False), one)
+    cache.put(("c", "r", False), one)  # run a is evicted, and its results with it
+    assert cache.get(("a", "r", True)) is NOTHING
+    assert cache.take(("a", "r")).tools == {} and cache.bytes == 2 * one.size
+    cache.result(("b", "r"), "big", "x" * (3 * one.size))  # past the bytes: the oldest go
+    assert cache.bytes <= 3 * one.size

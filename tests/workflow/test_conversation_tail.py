@@ -109,8 +109,9 @@ async def test_across_rounds_and_a_compaction_the_model_receives_the_whole_conve
         m.content for m in acts.fetched[-1][2] if m.role != "system"
     ]
     # Only the first fetch and the one right after the compaction (its view changed) read the
-    # whole conversation; every other read what followed the prefix the worker held.
-    assert (acts.cache.whole, acts.cache.reused) == (2, SMALL_READS)
+    # whole conversation; every other was rebuilt from what the worker held and the results it
+    # returned (`LlmRequest.tail`), with no query.
+    assert (acts.cache.whole, acts.cache.reused, acts.cache.unqueried) == (2, 0, SMALL_READS)
 
 
 async def test_a_session_with_a_cold_a_warm_and_a_wrong_cache(client, task_queue, tmp_path):
@@ -135,11 +136,14 @@ async def test_a_session_with_a_cold_a_warm_and_a_wrong_cache(client, task_queue
                     client, task_queue, AgentRunInput.from_prompt("read a.txt", options)
                 )
                 await wait_for_phase(handle, "waiting_for_message")
-                assert (first.cache.whole, first.cache.reused) == (1, 1)  # cold, then warm
+                # Cold, then warm: rebuilt from this worker's results, no query.
+                assert (first.cache.whole, first.cache.reused, first.cache.unqueried) == (1, 0, 1)
                 await handle.signal("send_message", {"content": "sure?"})
                 await answered(handle, fake, 3)
-                assert (first.cache.whole, first.cache.reused) == (1, 2)  # the user's message
-                # A prefix of the right length but not the run's: never used.
+                # The user's message is carried in the request.
+                assert (first.cache.whole, first.cache.reused, first.cache.unqueried) == (1, 0, 2)
+                # A prefix of the right length but not the run's: never used (neither to rebuild the
+                # conversation nor as a prefix the run confirms).
                 [key] = first.cache.keys()
                 held = first.cache.get(key)
                 wrong = [*held.messages[:-1], ChatMessage.assistant("Nope.")]
@@ -147,7 +151,7 @@ async def test_a_session_with_a_cold_a_warm_and_a_wrong_cache(client, task_queue
                 first.cache.put(key, Held(wrong, digest, size))
                 await handle.signal("send_message", {"content": "really?"})
                 await answered(handle, fake, 4)
-                assert (first.cache.whole, first.cache.reused) == (2, 2)
+                assert (first.cache.whole, first.cache.reused, first.cache.unqueried) == (2, 0, 2)
                 confirmed = await handle.query(
                     names.QUERY_CONVERSATION_TAIL,
                     TailRequest(after=len(wrong), digest=digest),
@@ -161,7 +165,11 @@ async def test_a_session_with_a_cold_a_warm_and_a_wrong_cache(client, task_queue
             ):
                 await handle.signal("send_message", {"content": "bye"})
                 await answered(handle, fake, 5)
-                assert (second.cache.whole, second.cache.reused) == (1, 0)
+                assert (second.cache.whole, second.cache.reused, second.cache.unqueried) == (
+                    1,
+                    0,
+                    0,
+                )
                 await handle.signal("cancel")
                 await handle.result()
     fetched = first.fetched + second.fetched
