@@ -56,7 +56,7 @@ from workflows.model import (
 from workflows.rules import ApprovalPolicy, PolicyRule, WorkerPolicy
 
 HISTORIES = Path(__file__).parent / "histories"
-RELEASE = "0.5"
+RELEASE = "0.6"
 """New recordings go to `histories/<RELEASE>/`. Recorded histories are never rewritten: runs
 already in flight replay against them (the first release's are the files directly in
 `histories/`); an existing recording is kept, a new scenario adds a file."""
@@ -575,13 +575,13 @@ async def refused_rule(client: Client, queue: str) -> Handle:
 
 
 def _signed_vote(
-    handle: Handle, run_id: str, who: str, call_id: str, arguments: str
+    handle: Handle, run_id: str, who: str, call_id: str, arguments: str, group: str = "ops"
 ) -> dict[str, Any]:
     """A vote signed with the recording's key (the recording keeps only the worker's verdict)."""
     response = ToolApprovalResponse(call_id=call_id, approved=True)
     answer = sign_answer(
         RECORDING_KEY, response, workflow_id=handle.id, run_id=run_id,
-        arguments_sha256=arguments_digest(arguments), approver=who, groups=["ops"],
+        arguments_sha256=arguments_digest(arguments), approver=who, groups=[group],
     )  # fmt: skip
     return answer.model_dump(mode="json")
 
@@ -685,6 +685,41 @@ async def escalation(client: Client, queue: str) -> Handle:
     return handle
 
 
+async def escalation_enforced(client: Client, queue: str) -> Handle:
+    """The worker's enforced rule leaves the call to `ops`; escalated to `oncall`, whose signed
+    vote is refused (0.6: the escalation does not widen the worker's rule); `ops` approves."""
+    arguments = '{"path": "logs"}'
+    fake = FakeAgentActivities(
+        replies=[calls(("call_1", "delete_path", arguments)), text("deleted")]
+    )
+    rule = {"tool": "delete_path", "decision": "ask", "approvers": {"groups": ["ops"]}}
+    fake.worker_rules = WorkerPolicy.model_validate({"enforced": [rule]})
+    options = AgentRunOptions(approval_escalate_after_seconds=1, approval_escalate_to=["oncall"])
+    plugin = AgentPlugin(
+        activities=[*fake.activities(), AnswerVerifier(RECORDING_KEY).verify_answer]
+    )
+    async with Worker(client, task_queue=queue, plugins=[plugin]):
+        handle = await start_run(client, queue, _prompt(options))
+        st = await wait_for_phase(handle, "awaiting_approval")
+        assert st.run_id is not None
+
+        async def escalated() -> bool:
+            found = await handle.query("events", -1)
+            return any(e["type"] == "approval_escalated" for e in found)
+
+        await wait_until(escalated)
+        with contextlib.suppress(WorkflowUpdateFailedError):
+            await handle.execute_update(
+                "submit_approval",
+                _signed_vote(handle, st.run_id, "olga", "call_1", arguments, group="oncall"),
+            )
+        await handle.execute_update(
+            "submit_approval", _signed_vote(handle, st.run_id, "ana", "call_1", arguments)
+        )
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "approve": approve,
     "reject": reject,
@@ -724,6 +759,7 @@ SCENARIOS: dict[str, Scenario] = {
     "budget_stop": budget_stop,
     "expire_reask": expire_reask,
     "escalation": escalation,
+    "escalation_enforced": escalation_enforced,
 }
 
 
