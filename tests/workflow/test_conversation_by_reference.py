@@ -27,6 +27,7 @@ from activities.settings import Settings
 from activities.tools import build_default_registry
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, text, tool_calls
 from tests.helpers import start_run, wait_for_phase, wait_until
+from tests.workflow.test_conversation_tail import settings
 from workflows import names
 from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage, LlmRequest
@@ -73,17 +74,6 @@ class Sent(AgentActivities):
         got = await super()._conversation(request)
         self.sent.append((request, got))
         return got
-
-
-def settings(fake: FakeOpenAIServer, workspace: Path) -> Settings:
-    return Settings(
-        llm_base_url=fake.base_url,
-        llm_api_key=None,
-        llm_model="fake-model",
-        workspace=workspace,
-        state_dir=workspace.parent / "state",
-        stream_deltas=False,
-    )
 
 
 def workspace_of(tmp_path: Path) -> Path:
