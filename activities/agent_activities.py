@@ -315,9 +315,10 @@ class AgentActivities:
         digest, size = extend(held.digest, added)
         if digest != request.digest:
             return None
-        cache.put(key, Held([*held.messages, *added], digest, held.size + size))
+        whole = Held([*held.messages, *added], digest, held.size + size)
+        cache.put(key, whole)
         cache.unqueried += 1
-        return cache.get(key).messages
+        return whole.messages
 
     async def _fetch(self, request: LlmRequest) -> list[ChatMessage]:
         """The run's whole conversation (its model view or its record): the prefix this worker

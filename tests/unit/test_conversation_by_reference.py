@@ -186,3 +186,18 @@ async def test_a_request_of_an_earlier_release_always_reads_the_conversation(tmp
         run.round = round_
         run.take(response)
     assert (run.queries, acts._conversations.unqueried) == (2, 0)
+
+
+async def test_a_rebuilt_conversation_past_the_cache_bound_still_reaches_the_model(tmp_path):
+    """The cache may hold the previous conversation but not the grown one (past its byte bound):
+    the model still gets the conversation it rebuilt, not the empty one the cache keeps."""
+    run = Run("list the workspace")
+    acts = activities(run, tmp_path)
+    await model_round(run, acts)
+    held = acts._conversations.get((*RUN, False))
+    assert len(held.messages) == 1
+    acts._conversations._max_bytes = held.size + 1  # the next conversation will not fit
+    await model_round(run, acts)
+    assert (run.queries, acts._conversations.unqueried) == (1, 1)
+    assert acts.sent[-1] == run.messages[:3]
+    assert len(acts._conversations) == 0  # the grown conversation was not kept
