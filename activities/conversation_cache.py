@@ -103,11 +103,7 @@ class ConversationCache:
             return
         self._held[key] = held
         self._bytes += held.size
-        while len(self._held) > self._max_runs or self._bytes > self._max_bytes:
-            if not self._held:
-                break
-            oldest, _ = next(iter(self._held.items()))
-            self.drop(oldest)
+        self._shrink()
 
     # ---- the results returned since a run's last model call (kept while its record is held)
 
@@ -137,8 +133,13 @@ class ConversationCache:
     def _grew(self, results: Results, size: int) -> None:
         results.size += size
         self._bytes += size
-        while self._bytes > self._max_bytes and self._held:
-            oldest, _ = next(iter(self._held.items()))
+        self._shrink()
+
+    def _shrink(self) -> None:
+        """Drop the least recently used conversations (and their runs' results) until within
+        the bounds."""
+        while self._held and (len(self._held) > self._max_runs or self._bytes > self._max_bytes):
+            oldest = next(iter(self._held))
             self.drop(oldest)
 
 
