@@ -26,7 +26,9 @@ from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput
 
 REPO = Path(__file__).resolve().parents[2]
-CHUNKS = 40
+CHUNKS = 100
+"""Ten seconds of text at 0.1 s a chunk: the watcher (a Python process starting on a loaded
+machine, then attaching to the run's stream) is printing well before the model call ends."""
 
 
 @contextlib.asynccontextmanager
