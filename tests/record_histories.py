@@ -56,7 +56,7 @@ from workflows.model import (
 from workflows.rules import ApprovalPolicy, PolicyRule, WorkerPolicy
 
 HISTORIES = Path(__file__).parent / "histories"
-RELEASE = "0.6"
+RELEASE = "0.7"
 """New recordings go to `histories/<RELEASE>/`. Recorded histories are never rewritten: runs
 already in flight replay against them (the first release's are the files directly in
 `histories/`); an existing recording is kept, a new scenario adds a file."""

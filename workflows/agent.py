@@ -125,6 +125,8 @@ class AgentWorkflow:
         resolve_timeout_policy(self._state.options, rules)
         self._log = EventLog(self._state)
         self._conversation = Conversation(self._state, self._limits)
+        if rules.first_request_inline:
+            self._conversation.sources.begin(self._state.messages)
         self._approvals = Approvals(
             self._state,
             self._conversation,

@@ -59,6 +59,13 @@ class Sources:
                 return
         self._parts.append(part)
 
+    def begin(self, messages: Sequence[ChatMessage]) -> None:
+        """The conversation a generation starts with, carried by its first request when it is
+        small (up to `INLINE_BYTES`): a worker then needs no query for that request either."""
+        self._after, self._parts, self._inline = (0, 0, None), [], 0
+        for message in messages:
+            self.added(Inline(message=message))
+
     def forget(self) -> None:
         """A message changed: no tail until the next request."""
         self._after, self._parts, self._inline = None, [], 0

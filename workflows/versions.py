@@ -42,6 +42,9 @@ LOOP_COST = "loop-cost-1"
 """The sixth release: the model call names the conversation's new messages by the activities
 that returned them (no query per model call), and an escalation widens only a run's own
 approver rules."""
+LOOP_COST_2 = "loop-cost-2"
+"""The seventh release: a generation's first model call carries a small conversation (the
+prompt) itself, so no model call of a short run reads the conversation by query."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,8 @@ PATCHES = (
           "0.5", date(2027, 1, 4)),
     Patch(LOOP_COST, "the conversation by reference, escalation within the rules", "0.6",
           date(2027, 1, 5)),
+    Patch(LOOP_COST_2, "a generation's first model call carries a small conversation", "0.7",
+          date(2027, 1, 6)),
 )  # fmt: skip
 
 
@@ -194,6 +199,10 @@ class Rules:
     """`call_llm` is told the messages added since the run's previous model call, each by the
     activity result it came from where it did (`LlmRequest.tail`), and the conversation's digest:
     a worker holding the rest needs no query (else it always reads the conversation by query)."""
+    first_request_inline: bool = True
+    """A generation's first model request carries the conversation it starts with when that is
+    small (`conversation_parts.INLINE_BYTES`), so the worker needs no query for it either (else
+    the first request of each generation reads the conversation by query)."""
 
     # ---- the releases
 
@@ -202,10 +211,15 @@ class Rules:
         return cls()
 
     @classmethod
+    def loop_cost(cls) -> Rules:
+        """The sixth release (0.6)."""
+        return replace(cls.this_release(), first_request_inline=False)
+
+    @classmethod
     def people_in_charge(cls) -> Rules:
         """The fifth release (0.5)."""
         return replace(
-            cls.this_release(),
+            cls.loop_cost(),
             escalate_within_rules=False,
             conversation_by_reference=False,
         )
@@ -283,8 +297,10 @@ class Rules:
         """Read the patch markers (call once, from the workflow's `__init__`): the same
         `workflow.patched` calls in the same order as every earlier release, so recorded
         histories replay."""
-        if workflow.patched(LOOP_COST):
+        if workflow.patched(LOOP_COST_2):
             return cls.this_release()
+        if workflow.patched(LOOP_COST):
+            return cls.loop_cost()
         if workflow.patched(PEOPLE_IN_CHARGE):
             return cls.people_in_charge()
         if workflow.patched(SOUND_SEAMS):

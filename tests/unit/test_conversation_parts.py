@@ -144,3 +144,31 @@ def test_a_request_for_the_view_carries_a_tail_while_the_view_is_made_the_same_w
     counted = again.model_copy(update={"prompt_tokens": 900, "prompt_messages": record + 1})
     assert view_basis(counted) == view_basis(again)
     assert view_basis(ContextState(window=1_000)) is None  # nothing compacted: the record
+
+
+def test_a_generation_begun_with_a_small_conversation_carries_it_in_its_first_request():
+    conv = conversation()
+    conv.sources.begin(conv.messages)
+    first = conv.sources.sent(1)
+    assert first is not None
+    assert first == Tail(after=0, parts=[Inline(message=conv.messages[0])])
+    # A worker holding nothing of the run rebuilds it, digest and all, with no query.
+    added = resolve(first.parts, [], {}, {})
+    assert added == conv.messages
+    assert extend(EMPTY_DIGEST, added)[0] == extend(EMPTY_DIGEST, conv.messages)[0]
+    # And the next request names what was added since, as ever.
+    one_round(conv)
+    tail = conv.sources.sent(len(conv.messages))
+    assert tail is not None and tail.after == 1
+
+
+def test_a_generation_begun_with_a_large_conversation_or_for_the_view_carries_no_tail():
+    large = [ChatMessage.user("x" * INLINE_BYTES)]
+    sources = Sources()
+    sources.begin(large)
+    assert sources.sent(1) is None  # past the inline budget: read by query
+    conv = conversation()
+    conv.sources.begin(conv.messages)
+    conv.append(ChatMessage(role="system", content="compacted", name="compaction"))
+    compacted = ContextState(window=1_000, dropped_until=1, markers=[1])
+    assert conv.sources.sent(2, 1, view_basis(compacted)) is None  # a view made otherwise

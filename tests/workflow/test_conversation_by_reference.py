@@ -1,6 +1,7 @@
 """A worker that holds a run's conversation and returned the results of its last round reads
 the next conversation without a query (`LlmRequest.tail`, `conversation_by_reference`), and the
-model still receives exactly the run's conversation: through real workers (the real
+model still receives exactly the run's conversation. A run's first model call carries a small
+prompt itself (`first_request_inline`), so a short run makes no query at all. Through real workers (the real
 `AgentActivities` against the strict fake model server on 127.0.0.1), on the dev server, the
 queries counted by a client interceptor. A round on another worker (another cache) or one
 after the cache lost the run is read by query, and every conversation is still the run's."""
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from temporalio.client import (
     Client,
     Interceptor,
@@ -112,10 +114,17 @@ async def answered(handle: Any, fake: FakeOpenAIServer, requests: int) -> None:
     await wait_for_phase(handle, "waiting_for_message")
 
 
-async def session(client: Client, task_queue: str, fake: FakeOpenAIServer) -> list[ChatMessage]:
+PROMPT = "read a, b"
+LONG_PROMPT = "read a, b " + "please " * 400
+"""Past the 2 KiB a request carries inline (`conversation_parts.INLINE_BYTES`)."""
+
+
+async def session(
+    client: Client, task_queue: str, fake: FakeOpenAIServer, prompt: str = PROMPT
+) -> list[ChatMessage]:
     """The four rounds of `enqueue_rounds`; the run's record at the end."""
     options = AgentRunOptions(keep_alive=True, max_rounds=10)
-    handle = await start_run(client, task_queue, AgentRunInput.from_prompt("read a, b", options))
+    handle = await start_run(client, task_queue, AgentRunInput.from_prompt(prompt, options))
     await answered(handle, fake, 3)
     await handle.signal("send_message", {"content": "sure?"})
     await answered(handle, fake, 4)
@@ -127,8 +136,13 @@ async def session(client: Client, task_queue: str, fake: FakeOpenAIServer) -> li
     return record
 
 
-async def test_on_one_worker_only_the_first_model_call_queries_the_run(
-    client, task_queue, tmp_path
+@pytest.mark.parametrize(
+    ("prompt", "first_queries"),
+    [(PROMPT, False), (LONG_PROMPT, True)],
+    ids=["short-prompt-no-query", "long-prompt-first-call-queries"],
+)
+async def test_on_one_worker_only_a_first_call_with_a_long_prompt_queries_the_run(
+    client, task_queue, tmp_path, prompt, first_queries
 ):
     workspace = workspace_of(tmp_path)
     queries = Queries()
@@ -139,13 +153,13 @@ async def test_on_one_worker_only_the_first_model_call_queries_the_run(
             async with Worker(
                 client, task_queue=task_queue, workflows=[AgentWorkflow], activities=acts.all()
             ):
-                record = await session(client, task_queue, fake)
+                record = await session(client, task_queue, fake, prompt)
         received = fake.received_messages()
-    # The conversation query was made for the first round only, and nothing else was asked.
-    assert queries.counts[names.QUERY_CONVERSATION_TAIL] == 1
-    assert set(queries.counts) == {names.QUERY_CONVERSATION_TAIL}
-    assert acts.cache.unqueried == 3
-    assert [r.tail is not None for r, _ in acts.sent] == [False, True, True, True]
+    # The conversation query was made for the first round only when its prompt was too long to
+    # carry, and nothing else was asked.
+    assert dict(queries.counts) == ({names.QUERY_CONVERSATION_TAIL: 1} if first_queries else {})
+    assert acts.cache.unqueried == (3 if first_queries else 4)
+    assert [r.tail is not None for r, _ in acts.sent] == [not first_queries, True, True, True]
     # The run renamed the reused ids, and the rebuilt conversations carry its names.
     calls = [c.id for m in record if m.role == "assistant" for c in m.tool_calls or []]
     assert calls == ["call_0", "call_0#2", "call_0#3"]
@@ -156,7 +170,7 @@ async def test_on_one_worker_only_the_first_model_call_queries_the_run(
     for (request, got), wire in zip(acts.sent, received, strict=True):
         assert got == record[: request.message_count]
         assert shape(wire) == shape(got)
-    assert [m.content for m in record if m.role == "user"] == ["read a, b", "sure?"]
+    assert [m.content for m in record if m.role == "user"] == [prompt, "sure?"]
 
 
 async def test_a_round_on_another_worker_or_after_a_cleared_cache_reads_by_query(
@@ -178,16 +192,16 @@ async def test_a_round_on_another_worker_or_after_a_cleared_cache_reads_by_query
                 handle = await start_run(client, task_queue, prompt)
                 await answered(handle, fake, 3)
                 assert (queries.counts[names.QUERY_CONVERSATION_TAIL], one.cache.unqueried) == (
-                    1,
-                    2,
+                    0,
+                    3,
                 )
                 for key in one.cache.keys():  # as after an eviction
                     one.cache.drop(key)
                 await handle.signal("send_message", {"content": "sure?"})
                 await answered(handle, fake, 4)
                 assert (queries.counts[names.QUERY_CONVERSATION_TAIL], one.cache.unqueried) == (
-                    2,
-                    2,
+                    1,
+                    3,
                 )
             # Another worker process (its own cache, none of the results): a query, then again
             # by reference.
@@ -196,10 +210,10 @@ async def test_a_round_on_another_worker_or_after_a_cleared_cache_reads_by_query
             ):
                 await handle.signal("send_message", {"content": "really?"})
                 await answered(handle, fake, 5)
-                assert queries.counts[names.QUERY_CONVERSATION_TAIL] == 3
+                assert queries.counts[names.QUERY_CONVERSATION_TAIL] == 2
                 await handle.signal("send_message", {"content": "bye"})
                 await answered(handle, fake, 6)
-                assert queries.counts[names.QUERY_CONVERSATION_TAIL] == 3
+                assert queries.counts[names.QUERY_CONVERSATION_TAIL] == 2
                 assert two.cache.unqueried == 1
                 record: list[ChatMessage] = await handle.query(
                     names.QUERY_MESSAGES, result_type=list[ChatMessage]

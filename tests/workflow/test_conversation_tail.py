@@ -108,10 +108,14 @@ async def test_across_rounds_and_a_compaction_the_model_receives_the_whole_conve
     assert [m.content for m in received[-1] if m.role != "system"] == [
         m.content for m in acts.fetched[-1][2] if m.role != "system"
     ]
-    # Only the first fetch and the one right after the compaction (its view changed) read the
-    # whole conversation; every other was rebuilt from what the worker held and the results it
-    # returned (`LlmRequest.tail`), with no query.
-    assert (acts.cache.whole, acts.cache.reused, acts.cache.unqueried) == (2, 0, SMALL_READS)
+    # Only the fetch right after the compaction (its view changed) read the whole conversation;
+    # the first request carried its short prompt, and every other was rebuilt from what the
+    # worker held and the results it returned (`LlmRequest.tail`), with no query.
+    assert (acts.cache.whole, acts.cache.reused, acts.cache.unqueried) == (1, 0, SMALL_READS + 1)
+
+
+PROMPT = "read a.txt " + "please " * 400
+"""Too long for a request to carry (`conversation_parts.INLINE_BYTES`): a cold worker reads it."""
 
 
 async def test_a_session_with_a_cold_a_warm_and_a_wrong_cache(client, task_queue, tmp_path):
@@ -133,7 +137,7 @@ async def test_a_session_with_a_cold_a_warm_and_a_wrong_cache(client, task_queue
                 client, task_queue=task_queue, workflows=[AgentWorkflow], activities=first.all()
             ):
                 handle = await start_run(
-                    client, task_queue, AgentRunInput.from_prompt("read a.txt", options)
+                    client, task_queue, AgentRunInput.from_prompt(PROMPT, options)
                 )
                 await wait_for_phase(handle, "waiting_for_message")
                 # Cold, then warm: rebuilt from this worker's results, no query.
@@ -177,7 +181,7 @@ async def test_a_session_with_a_cold_a_warm_and_a_wrong_cache(client, task_queue
     for _, got, whole in fetched:
         assert got == whole
     assert [m.content for m in fetched[-1][1] if m.role == "user"] == [
-        "read a.txt",
+        PROMPT,
         "sure?",
         "really?",
         "bye",

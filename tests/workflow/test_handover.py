@@ -17,7 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.service import RPCError
 
 from tests.fakes import TOOL_SPECS, FakeAgentActivities, calls, text
-from tests.helpers import events, of_type, status, wait_for_phase, wait_until, worker_for
+from tests.helpers import events, of_type, wait_for_phase, wait_until, worker_for
 from tests.workflow.test_trust_boundary import DENY_COMMANDS
 from workflows import names
 from workflows.agent import AgentWorkflow
@@ -299,8 +299,9 @@ async def test_a_large_session_never_wedges_at_continue_as_new(
         assert seen == "continued", seen
         [size] = await handover_sizes(client, handle.id, handle.first_execution_run_id or "")
         assert size <= HANDOVER_BUDGET, size
-        # The new generation answers queries, takes a message, an answer and a cancel.
-        assert (await status(handle)).phase == "waiting_for_message"
+        # The new generation answers queries, takes a message, an answer and a cancel (it may
+        # still be reading the worker's setup when the continue-as-new is seen).
+        await wait_for_phase(handle, "waiting_for_message")
         audit = await handle.query(names.QUERY_AUDIT, result_type=AuditView)
         decided = 56 * rounds
         assert audit.counts.by_rule == decided  # the counts keep every decision
