@@ -1,9 +1,9 @@
 """A worker that holds a run's conversation and returned the results of its last round reads
 the next conversation without a query (`LlmRequest.tail`, `conversation_by_reference`), and the
 model still receives exactly the run's conversation. A run's first model call carries a small
-prompt itself (`first_request_inline`), so a short run makes no query at all. Through real workers (the real
-`AgentActivities` against the strict fake model server on 127.0.0.1), on the dev server, the
-queries counted by a client interceptor. A round on another worker (another cache) or one
+prompt itself (`first_request_inline`), so a short run makes no query at all. Through real
+workers (the real `AgentActivities` against the strict fake model server on 127.0.0.1), on the
+dev server, the queries counted by a client interceptor. A round on another worker (another cache) or one
 after the cache lost the run is read by query, and every conversation is still the run's."""
 
 from __future__ import annotations
