@@ -1,6 +1,5 @@
 """The activities: `worker_setup` (what a run reads of the worker once), `call_llm`,
-`summarize_conversation`, `execute_tool` and `notify`; `list_tools` and `worker_policy` for runs of
-earlier releases.
+`summarize_conversation`, `execute_tool` and `notify`.
 
 Everything they depend on is injected (the Temporal client, the settings, the tool registry,
 the httpx client), so the worker wires them once and tests build them with real parts. Without a
@@ -51,7 +50,6 @@ from workflows.model import (
     SummaryRequest,
     SummaryResponse,
     ToolRequest,
-    ToolSpec,
     WorkerSetup,
 )
 from workflows.rules import WorkerPolicy
@@ -114,8 +112,6 @@ class AgentActivities:
 
     def all(self) -> list[Callable[..., Any]]:
         return [
-            self.list_tools,
-            self._policy.worker_policy,
             self.worker_setup,
             self.call_llm,
             self.summarize_conversation,
@@ -127,12 +123,6 @@ class AgentActivities:
         """Close the httpx client if this object created it."""
         if self._owns_http:
             await self._http.aclose()
-
-    # ------------------------------------------------------------ list_tools
-
-    @activity.defn(name=names.ACTIVITY_LIST_TOOLS)
-    async def list_tools(self) -> list[ToolSpec]:
-        return self._registry.specs()
 
     # ---------------------------------------------------------- worker_setup
 

@@ -1,12 +1,12 @@
-"""The worker's approval rules: `AGENT_POLICY_FILE`, and the activity that hands them to runs.
+"""The worker's approval rules: `AGENT_POLICY_FILE`.
 
 The file is JSON, `{"enforced": [rules], "defaults": [rules]}` (both optional). Enforced rules
 come before every run's own rules, so no run loosens them; default rules apply where neither
 decides. The worker reads the file once at start: a missing or invalid file is a `ValueError`
 whose one-line message names the file, and the worker does not start.
 
-Runs get the rules through the `worker_policy` activity, as they get the tool specs through
-`list_tools`: the workflow records the result in its history, so a replay sees the same rules.
+Runs get the rules with the rest of the worker's setup (`worker_setup`): the workflow records
+the result in its history, so a replay sees the same rules.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import ValidationError
-from temporalio import activity
 
-from workflows import names
 from workflows.inputs import describe
 from workflows.rules import WorkerPolicy
 
@@ -80,8 +78,4 @@ class PolicyActivities:
     def rules(self) -> WorkerPolicy:
         """The rules loaded at start (what `worker_setup` hands to runs and `execute_tool`
         re-checks its enforced ones from)."""
-        return self._policy
-
-    @activity.defn(name=names.ACTIVITY_WORKER_POLICY)
-    async def worker_policy(self) -> WorkerPolicy:
         return self._policy

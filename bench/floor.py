@@ -63,7 +63,8 @@ class FairFloor:
 
     async def _tools(self) -> list[ToolSpec]:
         if self._specs is None:
-            self._specs = [s for s in await self._real.list_tools() if s.name == FLOOR_TOOL]
+            setup = await self._real.worker_setup()
+            self._specs = [s for s in setup.tools if s.name == FLOOR_TOOL]
         return self._specs
 
     def activities(self) -> list[Callable[..., Any]]:

@@ -1,5 +1,5 @@
 """In-process activities for the bench: the bare workflow's no-op steps, and fake agent
-activities registered under the real names (`list_tools`, `worker_policy`, `worker_setup`,
+activities registered under the real names (`worker_setup`,
 `call_llm`, `summarize_conversation`, `execute_tool`): every activity a run of this release may
 schedule, so that no figure's run waits on an activity no worker has.
 
@@ -31,7 +31,6 @@ from workflows.model import (
     ToolSpec,
     WorkerSetup,
 )
-from workflows.rules import WorkerPolicy
 
 LIST_DIR = ToolSpec(name="list_dir", description="List a folder", parameters={"type": "object"})
 RUN_COMMAND = ToolSpec(
@@ -99,18 +98,9 @@ class FakeAgent:
         )
 
     def activities(self) -> list[Callable[..., Any]]:
-        specs = [LIST_DIR, RUN_COMMAND]
         filler = "x" * self.content_size
         output = filler if self.tool_size is None else "y" * self.tool_size
         summary = "s" * self.summary_size
-
-        @activity.defn(name=names.ACTIVITY_LIST_TOOLS)
-        async def list_tools() -> list[ToolSpec]:
-            return specs
-
-        @activity.defn(name=names.ACTIVITY_WORKER_POLICY)
-        async def worker_policy() -> WorkerPolicy:
-            return WorkerPolicy()
 
         @activity.defn(name=names.ACTIVITY_WORKER_SETUP)
         async def worker_setup() -> WorkerSetup:
@@ -137,8 +127,6 @@ class FakeAgent:
             return output
 
         return [
-            list_tools,
-            worker_policy,
             worker_setup,
             call_llm,
             summarize_conversation,

@@ -1,5 +1,5 @@
 """Activity stand-ins for tests whose subject is the workflow logic: registered under the real
-activity names (`list_tools`, `call_llm`, `execute_tool`, `notify`, …), they script the model's
+activity names (`worker_setup`, `call_llm`, `execute_tool`, `notify`, …), they script the model's
 replies and record what the workflow asked for."""
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class FakeAgentActivities:
     `messages` query, cut to `message_count`, as the real activity does) into `llm_prefixes`."""
     llm_prefixes: list[list[ChatMessage]] = field(default_factory=list)
     worker_rules: WorkerPolicy = field(default_factory=WorkerPolicy)
-    """What the `worker_policy` activity answers (the worker's `AGENT_POLICY_FILE`)."""
+    """The worker's rules `worker_setup` reports (its `AGENT_POLICY_FILE`)."""
     context_tokens: int = 100_000_000
     """The model's window `worker_setup` reports (by default too big to matter: tests of the
     window set their own)."""
@@ -124,14 +124,6 @@ class FakeAgentActivities:
     """What `worker_setup` says of `ask_user` (the worker's AGENT_ASK_USER)."""
 
     def activities(self) -> list[Callable[..., Any]]:
-        @activity.defn(name=names.ACTIVITY_LIST_TOOLS)
-        async def list_tools() -> list[ToolSpec]:
-            return self.specs
-
-        @activity.defn(name=names.ACTIVITY_WORKER_POLICY)
-        async def worker_policy() -> WorkerPolicy:
-            return self.worker_rules
-
         @activity.defn(name=names.ACTIVITY_WORKER_SETUP)
         async def worker_setup() -> WorkerSetup:
             return WorkerSetup(
@@ -197,8 +189,6 @@ class FakeAgentActivities:
                 )
 
         return [
-            list_tools,
-            worker_policy,
             worker_setup,
             call_llm,
             summarize_conversation,

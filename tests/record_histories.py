@@ -56,10 +56,10 @@ from workflows.model import (
 from workflows.rules import ApprovalPolicy, PolicyRule, WorkerPolicy
 
 HISTORIES = Path(__file__).parent / "histories"
-RELEASE = "0.7"
+RELEASE = "1.0"
 """New recordings go to `histories/<RELEASE>/`. Recorded histories are never rewritten: runs
-already in flight replay against them (the first release's are the files directly in
-`histories/`); an existing recording is kept, a new scenario adds a file."""
+already in flight replay against them; an existing recording is kept, a new scenario adds a
+file."""
 FAST_HEARTBEATS: dict[str, Any] = dict(heartbeat_tuning())
 RECORDING_KEY = ApproverKey(bytes(range(32)))
 """The approver key the recording's worker verifies signed votes with; replay never needs it

@@ -22,14 +22,12 @@ from workflows.model import (
     ToolSpec,
     WorkerSetup,
 )
-from workflows.rules import WorkerPolicy
 from workflows.tool_results import framework_error_message
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 """Activities heartbeat every 0.5 s; a worker that dies mid-activity is noticed after this."""
 SETUP_TIMEOUT = timedelta(seconds=30)
-"""`list_tools`, `worker_policy` and `worker_setup` answer from memory (and one bounded probe of
-the model server)."""
+"""`worker_setup` answers from memory (and one bounded probe of the model server)."""
 SUMMARY_TIMEOUT = timedelta(minutes=10)
 """One `summarize_conversation`: a model call like `call_llm`'s."""
 LLM_TIMEOUT = timedelta(minutes=10)
@@ -49,8 +47,8 @@ LLM_RETRY_UNTIL_GIVEN_UP = RetryPolicy(
     backoff_coefficient=2.0,
     maximum_interval=timedelta(seconds=60),
 )
-"""This release's runs: `call_llm` itself says when to stop (a server that cannot be reached
-after the worker's LLM_MAX_WAIT, any other failure after LLM_ATTEMPTS attempts)."""
+"""`call_llm` itself says when to stop (a server that cannot be reached after the worker's
+LLM_MAX_WAIT, any other failure after LLM_ATTEMPTS attempts)."""
 
 
 def tool_retry(spec: ToolSpec | None) -> RetryPolicy:
@@ -89,43 +87,14 @@ def tool_failure_content(err: ActivityError, spec: ToolSpec | None) -> str:
     return framework_error_message(f"tool execution failed: {detail}")
 
 
-async def list_tools() -> list[ToolSpec]:
-    specs: list[ToolSpec] = await workflow.execute_activity(
-        names.ACTIVITY_LIST_TOOLS,
-        result_type=list[ToolSpec],
-        start_to_close_timeout=SETUP_TIMEOUT,
-        summary="list the worker's tools",
-    )
-    return specs
-
-
-async def worker_policy() -> WorkerPolicy:
-    policy: WorkerPolicy = await workflow.execute_activity(
-        names.ACTIVITY_WORKER_POLICY,
-        result_type=WorkerPolicy,
-        start_to_close_timeout=SETUP_TIMEOUT,
-        summary="read the worker's approval rules",
-    )
-    return policy
-
-
-async def worker_setup(*, local: bool = False) -> WorkerSetup:
-    """The worker's setup. `local`: read by the worker running the run (a local activity: one
-    marker in history, where an activity task writes three events and a workflow task three)."""
-    summary = "read the worker's tools, rules and model window"
-    if local:
-        here: WorkerSetup = await workflow.execute_local_activity(
-            names.ACTIVITY_WORKER_SETUP,
-            result_type=WorkerSetup,
-            start_to_close_timeout=SETUP_TIMEOUT,
-            summary=summary,
-        )
-        return here
-    setup: WorkerSetup = await workflow.execute_activity(
+async def worker_setup() -> WorkerSetup:
+    """The worker's setup, read by the worker running the run (a local activity: one marker in
+    history, where an activity task writes three events and a workflow task three)."""
+    setup: WorkerSetup = await workflow.execute_local_activity(
         names.ACTIVITY_WORKER_SETUP,
         result_type=WorkerSetup,
         start_to_close_timeout=SETUP_TIMEOUT,
-        summary=summary,
+        summary="read the worker's tools, rules and model window",
     )
     return setup
 
@@ -159,17 +128,15 @@ def context_exceeded(err: ActivityError) -> tuple[int | None, int | None] | None
     )
 
 
-def start_llm(
-    request: LlmRequest, *, until_given_up: bool = False
-) -> workflow.ActivityHandle[LlmResponse]:
-    """`until_given_up` (this release's runs): retried until the activity gives up."""
+def start_llm(request: LlmRequest) -> workflow.ActivityHandle[LlmResponse]:
+    """Retried until the activity itself gives up."""
     return workflow.start_activity(
         names.ACTIVITY_CALL_LLM,
         request,
         result_type=LlmResponse,
         start_to_close_timeout=LLM_TIMEOUT,
         heartbeat_timeout=HEARTBEAT_TIMEOUT,
-        retry_policy=LLM_RETRY_UNTIL_GIVEN_UP if until_given_up else LLM_RETRY,
+        retry_policy=LLM_RETRY_UNTIL_GIVEN_UP,
         summary=f"llm round {request.round}",
     )
 

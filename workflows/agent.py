@@ -7,7 +7,7 @@ is at continue-as-new (`state`, `generations`). Each concept has one owner besid
 messages (`conversation`), the answers and the rules' decisions (`approvals`), a model call
 (`model_call`), a session's turns (`turns`), the durable waits (`waits`), what handlers take
 (`doors`), the event log, the live stream, what the Temporal UI and the inbox see
-(`visibility`); the rules a run follows are read once, into `versions.Rules`.
+(`visibility`).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ with workflow.unsafe.imports_passed_through():
         initial_state,
     )
     from workflows.turns import Turns
-    from workflows.versions import Rules
+    from workflows.versions import mark_this_run
     from workflows.visibility import Visibility
     from workflows.waits import Waits
 
@@ -102,35 +102,26 @@ class AgentWorkflow:
     @workflow.init
     def __init__(self, input: AgentRunInput) -> None:
         info = workflow.info()
-        self._rules = rules = Rules.of_this_run()
-        self._limits = rules.limits
+        mark_this_run()
         self._state: AgentState
-        continued = info.continued_run_id is not None
-        if rules.real_handovers_only:
-            continued = handed_over(info.continued_run_id, info.attempt, info.cron_schedule)
+        continued = handed_over(info.continued_run_id, info.attempt, info.cron_schedule)
         self._state, self._refused = initial_state(
-            input,
-            continued=continued,
-            strict=rules.strict_continuation,
-            cron=rules.refuse_cron and bool(info.cron_schedule),
+            input, continued=continued, cron=bool(info.cron_schedule)
         )
-        sealed_only = rules.sealed_inputs_only and not input.arrived_in_plaintext
+        sealed_only = not input.arrived_in_plaintext
         self._doors = Doors(
-            sealed_only=sealed_only,
-            bound=sealed_only and rules.seal_binding and was_sealed(input._sealed_for),
+            sealed_only=sealed_only, bound=sealed_only and was_sealed(input._sealed_for)
         )
         """Sealed payloads are taken only by the run and handler they were sealed for."""
         if self._doors.bound and self._refused is None and not continued:
             self._refused = self._doors.unbound(input._sealed_for, START_ROLE, first_run=False)
-        resolve_timeout_policy(self._state.options, rules)
+        resolve_timeout_policy(self._state.options)
         self._log = EventLog(self._state)
-        self._conversation = Conversation(self._state, self._limits)
-        if rules.first_request_inline:
-            self._conversation.sources.begin(self._state.messages)
+        self._conversation = Conversation(self._state)
+        self._conversation.sources.begin(self._state.messages)
         self._approvals = Approvals(
             self._state,
             self._conversation,
-            rules=rules,
             run_id=info.first_execution_run_id,
             emit=self._emit,
             warn=self._warn,
@@ -140,14 +131,12 @@ class AgentWorkflow:
         self._signed = SignedAnswers(
             self._approvals,
             self._conversation,
-            enabled=rules.verify_signed_answers,
             workflow_id=info.workflow_id,
             run_id=info.first_execution_run_id,
         )
         self._questions = Questions(
             self._state,
             self._conversation,
-            rules=rules,
             run_id=info.first_execution_run_id,
             emit=self._emit,
             now=workflow.now,
@@ -160,15 +149,12 @@ class AgentWorkflow:
             self._emit,
             lambda: self._approvals.offered_specs() + self._questions.offered(),
             self._warn,
-            makes_room=rules.compaction_makes_room,
-            summary_as_user=rules.summary_as_user,
         )
         self._notifier = Notifier(self._state, self._warn)
         self._turns = Turns(
             self._state,
             self._conversation,
             self._approvals,
-            per_turn_limits=rules.per_turn_limits,
             warn=self._warn,
             now=workflow.now,
         )
@@ -178,7 +164,6 @@ class AgentWorkflow:
             self._notifier,
             self._turns,
             questions=self._questions,
-            rules=rules,
             emit=self._emit,
             set_phase=self._set_phase,
             handing_over=self._should_continue_as_new,
@@ -195,7 +180,6 @@ class AgentWorkflow:
             self._approvals,
             self._compactor,
             self._inflight,
-            rules=rules,
             emit=self._emit,
             warn=self._warn,
             set_phase=self._set_phase,
@@ -205,7 +189,6 @@ class AgentWorkflow:
         self._batch = Batch(
             self._conversation,
             self._approvals,
-            self._limits,
             self._inflight,
             self._emit,
             cancel_requested=lambda: self._state.cancel is not None,
@@ -213,7 +196,6 @@ class AgentWorkflow:
         self._live = LiveStream(self._state.stream, self._warn, sealed_only=sealed_only)
         self._budget = Budget(
             self._state,
-            enabled=rules.token_budget,
             emit=self._emit,
             set_phase=self._set_phase,
             tell=self._notifier.budget_exhausted,
@@ -246,32 +228,30 @@ class AgentWorkflow:
         the first generation, check the input and let the calls it brings through the gate. A
         result when the run ends right there."""
         state = self._state
-        await generations.read_setup(state, self._rules, self._approvals, self._compactor)
+        await generations.read_setup(state, self._approvals, self._compactor)
         if state.generation > 0:
             return None
         stored = state.setup is not None and state.setup.payload_store
-        if self._rules.prompt_in_memo and not stored and (memo := prompt_memo(state)):
+        if not stored and (memo := prompt_memo(state)):
             # The runs page's prompt column (never with a store: history holds only references)
             workflow.upsert_memo(memo)
         if problem := self._approvals.policy.unmatchable(state.run_rules):
             await self._refuse(f"Invalid AgentRunInput: options.approval_policy: {problem}")
         for key in sorted(state.options.model_extra or {}):
             self._warn(f"unknown option '{key}' ignored")
-        if self._limits.strict_sizes and (problem := self._conversation.too_large()):
+        if problem := self._conversation.too_large():
             return self._finish("error", problem)
-        if self._rules.gate_input_calls:
-            # Calls the input brings pass the same gate as the model's: the rules first.
-            self._approvals.admit(self._conversation.pending())
+        # Calls the input brings pass the same gate as the model's: the rules first.
+        self._approvals.admit(self._conversation.pending())
         self._approvals.apply_seed(state.options.tool_approval_responses, finished=False)
         return None
 
     async def _refuse(self, problem: str) -> NoReturn:
-        """A run refused at start fails with `InvalidAgentRunInput`. This release's runs first
-        end as every run does, so followers, the inbox and the runs page say why: an `error`
-        and a `finished` event, the phase `finished`, the reason in the memo."""
-        if self._rules.end_before_refusing:
-            self._finish("error", problem)
-            await self._live.close()
+        """A run refused at start fails with `InvalidAgentRunInput`. It first ends as every run
+        does, so followers, the inbox and the runs page say why: an `error` and a `finished`
+        event, the phase `finished`, the reason in the memo."""
+        self._finish("error", problem)
+        await self._live.close()
         raise ApplicationError(problem, type="InvalidAgentRunInput", non_retryable=True)
 
     async def _loop(self) -> AgentRunResult:
@@ -306,8 +286,7 @@ class AgentWorkflow:
             if state.round >= state.options.max_rounds:
                 limit = state.options.max_rounds
                 if not self._turns.in_session():
-                    if self._rules.round_limit_warning:
-                        self._warn(round_limit_warning(state.messages, limit))
+                    self._warn(round_limit_warning(state.messages, limit))
                     return self._finish("max_rounds")
                 self._turns.end(round_limit_warning(state.messages, limit, session=True))
                 continue
@@ -325,7 +304,7 @@ class AgentWorkflow:
                 continue  # the next iteration ends the run, runs the calls or waits for approval
             if state.held_messages:
                 continue  # a message arrived while the model was answering: answer it too
-            if self._rules.nudge_empty_reply and empty_reply(state.messages[-1]):
+            if empty_reply(state.messages[-1]):
                 if self._turns.after_empty_reply():
                     return self._finish("stop")
                 continue
@@ -359,9 +338,9 @@ class AgentWorkflow:
             state.answers,
             self._approvals.requires_approval,
             allowed.__contains__,
-            max_runs=self._limits.max_calls_per_reply,
-            max_argument_chars=self._limits.max_argument_chars,
-            refuse=self._approvals.refusal if self._rules.refuse_unrunnable_calls else None,
+            max_runs=bounds.MAX_CALLS_PER_REPLY,
+            max_argument_chars=bounds.MAX_ARGUMENT_CHARS,
+            refuse=self._approvals.refusal,
         )
         steps = self._questions.steps(steps)
         past_limit = self._turns.in_session() and self._approvals.repeats.past_limit(pending)
@@ -488,7 +467,7 @@ class AgentWorkflow:
         still waiting. A signed answer is checked by the worker first."""
         response, value = self._validated_answer(payload)
         question = self._questions.question(response.call_id)
-        if self._rules.verify_signed_answers and response.signature and question:
+        if response.signature and question:
             info = workflow.info()
             problem = await signature_problem(
                 response, question, workflow_id=info.workflow_id, run_id=info.first_execution_run_id
@@ -669,8 +648,6 @@ class AgentWorkflow:
         return parsed.value
 
     def _cancel_message(self, request: CancelRequest) -> str:
-        if not self._rules.cancel_reason_in_message:
-            return CANCELLED_MESSAGE
         return cancel_message(request)
 
     def _emit(self, event: BaseEvent) -> None:
@@ -707,21 +684,20 @@ class AgentWorkflow:
 
     async def _handlers_done(self) -> None:
         """Signed answers still being checked are taken (or refused) before the run ends or
-        continues (this release's runs; nothing to wait for otherwise)."""
-        if self._rules.verify_signed_answers and not workflow.all_handlers_finished():
+        continues."""
+        if not workflow.all_handlers_finished():
             await workflow.wait_condition(workflow.all_handlers_finished)
 
     async def _continue_as_new(self) -> AgentRunResult | None:
-        """Hand the state to the next generation (live followers follow on to it). This
-        release's runs measure the whole hand-over first and keep it within its budget; the
-        result when the run cannot continue (it ends `error` saying why)."""
+        """Hand the state to the next generation (live followers follow on to it), measured
+        whole and kept within its budget; the result when the run cannot continue (it ends
+        `error` saying why)."""
         await self._handlers_done()
         await self._live.close()
         handed = handover(self._state, self._log.carry(), self._live.carried())
-        if self._rules.bounded_handover:
-            handed, problem = bounded_handover(handed, self._state.setup)
-            if problem is not None:
-                return self._finish("error", problem)
+        handed, problem = bounded_handover(handed, self._state.setup)
+        if problem is not None:
+            return self._finish("error", problem)
         workflow.continue_as_new(handed)
 
     def _finish(self, reason: FinishReason, error: str | None = None) -> AgentRunResult:
@@ -732,13 +708,9 @@ class AgentWorkflow:
         self._finish_reason = reason
         self._error = error
         self._set_phase("finished", f"finished: {reason}" + (f" ({error})" if error else ""))
-        if self._rules.audit:
-            said = error if self._rules.memo_names_error_and_run else None
-            run_id = workflow.info().run_id if self._rules.memo_names_error_and_run else None
-            workflow.upsert_memo(audit_memo(self._state, reason, said, run_id))
+        workflow.upsert_memo(audit_memo(self._state, reason, error, workflow.info().run_id))
         return self._result()
 
     def _result(self) -> AgentRunResult:
         assert self._finish_reason is not None
-        reason, strict = self._finish_reason, self._limits.strict_sizes
-        return generations.result_of(self._state, reason, self._error, strict_sizes=strict)
+        return generations.result_of(self._state, self._finish_reason, self._error)

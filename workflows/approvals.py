@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from workflows import bounds, legacy, metrics
+from workflows import bounds, metrics
 from workflows.arguments import arguments_digest
 from workflows.audit import record_decision
 from workflows.conversation import Conversation
@@ -44,7 +44,6 @@ from workflows.rules import Approvers, PolicyRule
 from workflows.run_policy import RunPolicy
 from workflows.shown import shorten
 from workflows.tool_results import cut_off_message
-from workflows.versions import Rules
 
 CHANGED_SINCE_SHOWN = "the call changed since it was shown"
 
@@ -67,7 +66,6 @@ class Approvals:
         state: AgentState,
         conversation: Conversation,
         *,
-        rules: Rules,
         run_id: str,
         emit: Emit,
         warn: Callable[[str], None],
@@ -76,8 +74,6 @@ class Approvals:
     ) -> None:
         self._state = state
         self._conversation = conversation
-        self._rules = rules
-        self._limits = rules.limits
         self._run_id = run_id
         self._emit = emit
         self._warn = warn
@@ -87,18 +83,13 @@ class Approvals:
         self._specs: dict[str, ToolSpec] = {s.name: s for s in state.tool_specs or []}
         self._runnable: dict[str, bool] = {}
         """Whether each call could run at all (a cache: derived from the call and the specs)."""
-        self.policy = RunPolicy(state, rules)
+        self.policy = RunPolicy(state)
         """The run's effective rules and what they say about a call."""
         self.votes = Votes(state, emit=emit, now=now, escalated=self._escalated)
         """The signed votes of calls under an approver rule (`workflows.quorum`); the groups a
         call was escalated to may vote on it too, unless the worker's enforced rule decides it
         (`workflows.expiry.escalated_groups`)."""
-        self.repeats = Repeats(
-            state,
-            enabled=rules.repeat_limit,
-            per_turn=rules.per_turn_limits,
-            count_answers=rules.rejections_count_as_repeats,
-        )
+        self.repeats = Repeats(state)
 
     # ---- the worker's tools
 
@@ -134,7 +125,7 @@ class Approvals:
         """Whether the call runs only with an answer (a person's or a rule's)."""
         state = self._state
         needed = self.guarded(call) or call.id in state.asked or call.id in state.answers
-        return needed and (not self._limits.only_runnable_wait or self.can_run(call))
+        return needed and self.can_run(call)
 
     def can_run(self, call: ToolCall) -> bool:
         """A call that cannot run (unknown or disallowed tool, arguments that are not one JSON
@@ -150,7 +141,7 @@ class Approvals:
 
     def verdict(self, call: ToolCall) -> Verdict | None:
         """What the rules say about a call; None for a call that cannot run at all."""
-        if self._limits.only_runnable_wait and not self.can_run(call):
+        if not self.can_run(call):
             return None
         return self._evaluate(call)
 
@@ -160,9 +151,7 @@ class Approvals:
         return self.policy.evaluate(call, spec, requires_approval=self.guarded(call))
 
     def approvers_for(self, call: ToolCall) -> Approvers | None:
-        """The approvers the rule deciding this call names (this release's runs), or None."""
-        if not self._rules.approver_rules:
-            return None
+        """The approvers the rule deciding this call names, or None."""
         verdict = self._evaluate(call)
         if verdict.decision != "ask" or verdict.rule is None:
             return None
@@ -172,7 +161,7 @@ class Approvals:
         """The approvers of the worker's enforced rule that decides this call, or None (another
         rule decides it, or none names approvers)."""
         worker = self._state.worker_policy
-        if not self._rules.approver_rules or worker is None:
+        if worker is None:
             return None
         verdict = self._evaluate(call)
         if (
@@ -187,12 +176,12 @@ class Approvals:
         """The groups a waiting call was escalated to, as its votes are counted."""
         call = self._conversation.pending_call(call_id)
         enforced = None if call is None else self.enforced_approvers(call)
-        return escalated_groups(self._state, call_id, self._rules, enforced)
+        return escalated_groups(self._state, call_id, enforced)
 
     def rule_groups(self, call: ToolCall) -> list[str] | None:
         """For an escalated call: the only groups that may answer it (its enforced rule's), or
         None (`workflows.expiry.rule_groups`)."""
-        return rule_groups(self._rules, self.enforced_approvers(call))
+        return rule_groups(self.enforced_approvers(call))
 
     def quorums(self) -> list[Quorum]:
         """The waiting calls under an approver rule: who may answer, the approvals so far."""
@@ -270,10 +259,10 @@ class Approvals:
 
     def reserved_for_person(self, call_id: str) -> bool:
         """Whether an enforced `ask` rule sends this waiting call to a person: only a person's
-        answer satisfies it, not a seeded one (this release's runs)."""
+        answer satisfies it, not a seeded one."""
         call = self._conversation.pending_call(call_id)
         worker = self._state.worker_policy
-        if not self._rules.enforced_ask_for_person or call is None or worker is None:
+        if call is None or worker is None:
             return False
         verdict = self._evaluate(call)
         return (
@@ -294,16 +283,15 @@ class Approvals:
         response, note = parsed.value, parsed.note
         if response is None:
             return Received(problem=parsed.error or "invalid tool approval")
-        if self._rules.bind_answers_to_shown_call:
-            if response.run_id is not None and response.run_id != self._run_id:
-                other = f"{CHANGED_SINCE_SHOWN} (it belongs to another run)"
-                return Received(problem=other, note=note)
+        if response.run_id is not None and response.run_id != self._run_id:
+            other = f"{CHANGED_SINCE_SHOWN} (it belongs to another run)"
+            return Received(problem=other, note=note)
         problem = self.problem(response.call_id, finished=finished)
         if problem is None:
             problem = approval_problem(self._state, response)
         if problem is not None:
             return Received(problem=problem, note=note)
-        if self._rules.bind_answers_to_shown_call and response.arguments_sha256 is not None:
+        if response.arguments_sha256 is not None:
             call = self._conversation.pending_call(response.call_id)
             if call is not None and arguments_digest(call.arguments) != response.arguments_sha256:
                 return Received(problem=f"{CHANGED_SINCE_SHOWN} (its arguments differ)", note=note)
@@ -324,7 +312,7 @@ class Approvals:
             return f"call '{shown}' was already answered"
         if call_id in {c.id for c in guarded}:
             return None
-        if self._limits.only_runnable_wait and self._conversation.answered(call_id):
+        if self._conversation.answered(call_id):
             return f"call '{shown}' was already answered"
         if not guarded:
             return f"no call is waiting for approval (got an answer for '{shown}')"
@@ -354,7 +342,7 @@ class Approvals:
         edit = None
         if response.approved and response.arguments is not None and call is not None:
             edit = edited_call(call, response.arguments)
-            if self._rules.refuse_edit_by_rule and self._refuse_edit(response, edit):
+            if self._refuse_edit(response, edit):
                 self._after_answer()
                 return
             self._conversation.replace_call(edit.call)
@@ -401,7 +389,7 @@ class Approvals:
     def _record(self, record: ApprovalRecord, edit: Edit | None, call: ToolCall | None) -> None:
         self._state.answers[record.call_id] = record
         metrics.approval_recorded(record, self._state.approval_wait)
-        if self._rules.audit and call is not None:
+        if call is not None:
             ran = edit.call if edit is not None else call
             record_decision(self._state, ran, record, edited=edit is not None)
         self._emit(
@@ -420,16 +408,8 @@ class Approvals:
         approval and has no answer is then denied."""
         if not responses:
             return
-        if self._rules.seed_through_gate:
-            for given in responses:
-                self._seed(given, finished=finished)
-        else:
-            legacy.seed_as_person(
-                responses,
-                problem=lambda call_id: self.problem(call_id, finished=finished),
-                answer=lambda response, source: self.answer(response, source=source),
-                warn=self._warn,
-            )
+        for given in responses:
+            self._seed(given, finished=finished)
         self._state.seed_mode = bool(self._conversation.pending())
 
     def _seed(self, given: ToolApprovalResponse, *, finished: bool) -> None:
@@ -469,7 +449,6 @@ class Approvals:
         self.votes.clear()
         self._state.seed_mode = False
         self._state.cut_off.clear()
-        if self._rules.forget_asked_after_batch:
-            self._state.asked.clear()
+        self._state.asked.clear()
         self._state.expired.clear()
         self._state.escalations.clear()

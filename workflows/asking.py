@@ -45,7 +45,6 @@ from workflows.questions import (
 )
 from workflows.reconstruction import Respond, Step
 from workflows.shown import shorten
-from workflows.versions import Rules
 
 
 class Questions:
@@ -54,7 +53,6 @@ class Questions:
         state: AgentState,
         conversation: Conversation,
         *,
-        rules: Rules,
         run_id: str,
         emit: Callable[[BaseEvent], None],
         now: Callable[[], datetime],
@@ -62,7 +60,6 @@ class Questions:
     ) -> None:
         self._state = state
         self._conversation = conversation
-        self._rules = rules
         self._run_id = run_id
         self._emit = emit
         self._now = now
@@ -73,8 +70,6 @@ class Questions:
     @property
     def enabled(self) -> bool:
         """Whether this run offers `ask_user` (the run's option, else the worker's default)."""
-        if not self._rules.questions:
-            return False
         chosen = self._state.options.ask_user
         if chosen is not None:
             return chosen
@@ -172,7 +167,7 @@ class Questions:
         )
         self._state.questions[call_id] = record
         call = self._conversation.pending_call(call_id)
-        if self._rules.audit and call is not None:
+        if call is not None:
             record_answer(self._state, call, record)
         self._emit(AnswerEvent(**record.model_dump()))
         self._after_answer()

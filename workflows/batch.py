@@ -1,6 +1,6 @@
 """A batch: the pending calls of one reply, run and answered together.
 
-The runnable calls run in parallel (at most `Limits.max_parallel_tools` at once), each as one
+The runnable calls run in parallel (at most `bounds.MAX_PARALLEL_TOOLS` at once), each as one
 `execute_tool` activity; the others are answered with what `plan_resume` decided; all results
 join the conversation together, in call order (the ordering invariant), also when a cancel
 interrupts the batch.
@@ -17,7 +17,7 @@ from temporalio.exceptions import ActivityError
 
 from workflows import activity_calls as calls
 from workflows.approvals import Approvals
-from workflows.bounds import Limits
+from workflows.bounds import MAX_PARALLEL_TOOLS
 from workflows.conversation import Conversation
 from workflows.event_log import EVENT_TEXT_LIMIT
 from workflows.model import BaseEvent, ToolCall, ToolRequest, ToolResultEvent
@@ -52,14 +52,12 @@ class Batch:
         self,
         conversation: Conversation,
         approvals: Approvals,
-        limits: Limits,
         inflight: InFlight,
         emit: Callable[[BaseEvent], None],
         cancel_requested: Callable[[], bool],
     ) -> None:
         self._conversation = conversation
         self._approvals = approvals
-        self._limits = limits
         self._inflight = inflight
         self._emit = emit
         self._cancel_requested = cancel_requested
@@ -77,16 +75,13 @@ class Batch:
         executions = [s for s in steps if isinstance(s, Execute)]
         for step in executions:
             self._approvals.repeats.ran(step.call)
-        if self._limits.max_parallel_tools is not None:
-            slots = asyncio.Semaphore(self._limits.max_parallel_tools)
+        slots = asyncio.Semaphore(MAX_PARALLEL_TOOLS)
 
-            async def bounded(step: Execute) -> None:
-                async with slots:
-                    await self._execute(step)
+        async def bounded(step: Execute) -> None:
+            async with slots:
+                await self._execute(step)
 
-            await asyncio.gather(*(bounded(s) for s in executions))
-        else:
-            await asyncio.gather(*(self._execute(s) for s in executions))
+        await asyncio.gather(*(bounded(s) for s in executions))
         self._append()
 
     def close_interrupted(self) -> None:

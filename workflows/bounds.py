@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from workflows.model import ChatMessage, ToolCall
@@ -115,34 +114,3 @@ def fit_messages(messages: Sequence[ChatMessage], budget: int) -> tuple[list[Cha
         result[index] = shorter
         cut += 1
     return result, cut
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The size rules a run follows, one field of its `versions.Rules` (chosen once per run), so
-    no code path asks "which release is this run?" on its own."""
-
-    conversation_bytes: int = MAX_CONVERSATION_BYTES
-    """The model is never sent more than this (checked before every model call)."""
-    strict_sizes: bool = True
-    """The conversation's size is also checked at start and with each reply; a batch's results
-    are cut to fit it, and the result to RESULT_BUDGET_BYTES."""
-    unique_ids_in_run: bool = True
-    """A reply's call ids are made unique against every call of the run (else: within the
-    reply), and an id longer than MAX_CALL_ID_CHARS is replaced."""
-    max_calls_per_reply: int | None = MAX_CALLS_PER_REPLY
-    max_argument_chars: int | None = MAX_ARGUMENT_CHARS
-    max_parallel_tools: int | None = MAX_PARALLEL_TOOLS
-    only_runnable_wait: bool = True
-    """A call that cannot run (unknown tool, bad arguments) is answered at once, never asked."""
-
-    @classmethod
-    def first_release(cls) -> Limits:
-        return cls(
-            strict_sizes=False,
-            unique_ids_in_run=False,
-            max_calls_per_reply=None,
-            max_argument_chars=None,
-            max_parallel_tools=None,
-            only_runnable_wait=False,
-        )

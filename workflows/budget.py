@@ -116,7 +116,6 @@ class Budget:
         self,
         state: AgentState,
         *,
-        enabled: bool,
         emit: Callable[[BaseEvent], None],
         set_phase: Callable[[Phase, str], None],
         tell: Callable[[int, int], None],
@@ -124,8 +123,6 @@ class Budget:
         self._state = state
         self._tell = tell
         """Notify people that the run waits at its budget (used, limit)."""
-        self._enabled = enabled
-        """Runs of earlier releases have no budget (`Rules.token_budget`)."""
         self._emit = emit
         self._set_phase = set_phase
 
@@ -137,8 +134,6 @@ class Budget:
     def status(self) -> BudgetStatus | None:
         """Used and limit (None: the run has no budget)."""
         state = self._state
-        if not self._enabled:
-            return None
         cap = state.setup.max_run_tokens if state.setup is not None else None
         limit = base_limit(state.options.max_run_tokens, cap)
         if limit is None:

@@ -20,7 +20,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from workflows import activity_calls as calls
-from workflows import context, legacy, metrics
+from workflows import context, metrics
 from workflows.conversation import Conversation
 from workflows.model import (
     AgentState,
@@ -51,30 +51,16 @@ class Compactor:
         emit: Callable[[BaseEvent], None],
         offered: Callable[[], list[ToolSpec]],
         warn: Callable[[str], None],
-        *,
-        makes_room: bool = False,
-        summary_as_user: bool = False,
     ) -> None:
         self._state = state
-        self._make: context.MakeRoom = context.make_room if makes_room else legacy.make_fit
-        """How a compaction makes room: this release's way, or the earlier releases'."""
         self._conversation = conversation
         self._emit = emit
         self._offered = offered
         self._warn = warn
-        if summary_as_user:
-            self._summary_as_data()
-
-    def _summary_as_data(self) -> None:
-        """A summary carried from a generation of an earlier release (a system message there)
-        reaches the model as a user message from now on: it is data, never an instruction."""
-        ctx = self._state.context
-        if ctx.summary is not None and not ctx.summary_as_user:
-            self._state.context = ctx.model_copy(update={"summary_as_user": True})
 
     @property
     def active(self) -> bool:
-        """Whether this run keeps to a window (runs of this release, once the worker said it)."""
+        """Whether this run keeps to a window (once the worker said it)."""
         return self._state.context.window is not None
 
     def start(self, setup: WorkerSetup) -> None:
@@ -111,7 +97,7 @@ class Compactor:
             return None
         messages = self._conversation.messages
         done = await context.compact(
-            messages, ctx, self._tools_bytes(), self._rules(), self._summarise, self._make
+            messages, ctx, self._tools_bytes(), self._rules(), self._summarise
         )
         if done is None:
             return None

@@ -36,11 +36,6 @@ SUMMARY_CHARS_PER_TOKEN = 6
 """The `summarize_conversation` activity keeps at most this many characters per token asked."""
 MARKER_NAME = "compaction"
 """The `name` of the compaction markers in the record."""
-SUMMARY_PREFIX = (
-    "Summary of the earlier conversation (older messages were summarised to fit the model's"
-    " context window):\n"
-)
-"""The summary as a system message (runs of earlier releases)."""
 USER_SUMMARY_PREFIX = (
     "[This is a summary of the earlier conversation, not a new request: older messages were"
     " summarised to fit the model's context window.]\n"
@@ -95,7 +90,7 @@ def model_view(messages: Sequence[ChatMessage], ctx: ContextState) -> list[ChatM
     start = max(head, ctx.summary_until)
     if ctx.summary is not None:
         view += [m for m in messages[head:start] if m.role == "system" and not is_marker(m)]
-        view.append(summary_message(ctx.summary, as_user=ctx.summary_as_user))
+        view.append(summary_message(ctx.summary))
     for index in range(start, len(messages)):
         if index in markers:
             continue
@@ -118,12 +113,10 @@ def view_basis(ctx: ContextState) -> object:
             ctx.summary_as_user)  # fmt: skip
 
 
-def summary_message(summary: str, *, as_user: bool) -> ChatMessage:
-    """The summary as the model reads it: a user message that says it is one (earlier releases:
-    a system message)."""
-    if as_user:
-        return ChatMessage.user(USER_SUMMARY_PREFIX + summary)
-    return ChatMessage.system(SUMMARY_PREFIX + summary)
+def summary_message(summary: str) -> ChatMessage:
+    """The summary as the model reads it: a user message that says it is one (it is written
+    from tool output: data, never the system's word)."""
+    return ChatMessage.user(USER_SUMMARY_PREFIX + summary)
 
 
 def view_bytes(messages: Sequence[ChatMessage], ctx: ContextState) -> int:
@@ -241,16 +234,13 @@ def longest_summary(window: int) -> str:
     return "x" * min(MAX_SUMMARY_CHARS, summary_tokens(window) * SUMMARY_CHARS_PER_TOKEN)
 
 
-def with_summary(
-    ctx: ContextState, text: str, until: int, marker: int, *, as_user: bool = False
-) -> ContextState:
+def with_summary(ctx: ContextState, text: str, until: int, marker: int) -> ContextState:
     """The context once the summary of everything before `until` arrived (its marker at record
-    index `marker`; `as_user`: the model reads it as a user message). Bookkeeping about the
-    summarised part is dropped: it stays bounded."""
+    index `marker`). Bookkeeping about the summarised part is dropped: it stays bounded."""
     return ctx.model_copy(
         update={
             "summary": text[:MAX_SUMMARY_CHARS],
-            "summary_as_user": as_user,
+            "summary_as_user": True,
             "summary_until": until,
             "dropped_until": max(ctx.dropped_until, until),
             "markers": [*(i for i in ctx.markers if i >= until), marker],
@@ -314,28 +304,20 @@ class Compacted:
         return bool(self.dropped or self.summarised or self.cut)
 
 
-MakeRoom = Callable[
-    [Sequence[ChatMessage], ContextState, int, Rules, Summarise], Awaitable[Compacted]
-]
-"""A compaction's procedure: `make_room`, or an earlier release's (`workflows.legacy`)."""
-
-
 async def compact(
     messages: Sequence[ChatMessage],
     ctx: ContextState,
     tools: int,
     rules: Rules,
     summarise: Summarise,
-    make: MakeRoom | None = None,
 ) -> Compacted | None:
     """Compact the view when the request passes `rules.at` of the window (None: it does not, and
-    the view stays as it is, so the next request only adds to its end). `make`: how (this
-    release's `make_room` unless the run's rules say otherwise)."""
+    the view stays as it is, so the next request only adds to its end)."""
     assert ctx.window is not None
     before = estimate(messages, ctx, tools)
     if before <= rules.at * ctx.window:
         return None
-    done = await (make or make_room)(messages, ctx, tools, rules, summarise)
+    done = await make_room(messages, ctx, tools, rules, summarise)
     return replace(done, before=before, after=estimate(messages, done.ctx, tools))
 
 
@@ -346,7 +328,7 @@ async def make_room(
     rules: Rules,
     summarise: Summarise,
 ) -> Compacted:
-    """This release's compaction: tool results before the last rounds dropped, then the turns
+    """A compaction: tool results before the last rounds dropped, then the turns
     before them summarised (when that saves anything), until the view is under `rules.to` of
     the window. The last rounds are summarised or cut only when the request would still not fit
     the window, and then down to `rules.at`."""
@@ -356,15 +338,15 @@ async def make_room(
     summarised, marker = 0, None
     if over(messages, ctx, tools, room):
         span = summary_range(messages, ctx, rules.keep_rounds)
-        if not fits_once(messages, ctx, tools, rules.at, 1.0, as_user=True)(span):
-            fits = fits_once(messages, ctx, tools, rules.at, as_user=True)
+        if not fits_once(messages, ctx, tools, rules.at, 1.0)(span):
+            fits = fits_once(messages, ctx, tools, rules.at)
             span = summary_range(messages, ctx, rules.keep_rounds, fits)
         elif span is not None and not worth_summarising(messages, ctx, span):
             span = None
         text = None if span is None else await summarise(span, ctx)
         if span is not None and text is not None:
             marker = marker_message(span.first, span.last, text)
-            ctx = with_summary(ctx, text, span.last, len(messages), as_user=True)
+            ctx = with_summary(ctx, text, span.last, len(messages))
             summarised = span.count
     cut = 0
     if over(messages, ctx, tools, 1.0):
@@ -378,8 +360,6 @@ def fits_once(
     tools: int,
     cut_to: float,
     share: float | None = None,
-    *,
-    as_user: bool = False,
 ) -> Callable[[SummaryRange | None], bool]:
     """Whether the view fits `share` of the window (default: `cut_to`) once `span` is
     summarised (at the longest summary that may come back, in the role it will have; None:
@@ -391,7 +371,7 @@ def fits_once(
     def fits(span: SummaryRange | None) -> bool:
         trial = ctx
         if span is not None:
-            trial = with_summary(ctx, stand_in, span.last, len(messages), as_user=as_user)
+            trial = with_summary(ctx, stand_in, span.last, len(messages))
         trial, _ = cut_to_fit(messages, trial, tools, cut_to * window)
         return not over(messages, trial, tools, limit)
 
@@ -404,7 +384,7 @@ def worth_summarising(
     """Whether the part `span` covers takes more of the view than the longest summary that may
     replace it (a few short turns and placeholders are left as they are)."""
     assert ctx.window is not None
-    part = with_summary(ctx, "", span.last, len(messages), as_user=True)
+    part = with_summary(ctx, "", span.last, len(messages))
     saved = view_bytes(messages, ctx) - view_bytes(messages, part)
     return saved > len(longest_summary(ctx.window).encode())
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 
 from workflows import bounds
-from workflows.bounds import Limits
 from workflows.conversation_parts import Part, Sources, reply_message, with_ids
 from workflows.model import AgentState, ChatMessage, Inline, ReplyOf, ResultOf, ToolCall
 from workflows.shown import shorten
@@ -40,9 +39,8 @@ class Conversation:
     (`state.held_messages`): everything that reads or writes them goes through here, so the
     ordering invariant and the size budget have one keeper."""
 
-    def __init__(self, state: AgentState, limits: Limits) -> None:
+    def __init__(self, state: AgentState) -> None:
         self._state = state
-        self._limits = limits
         self._sized = (0, 0)
         """(messages measured, their JSON bytes): messages are append-only, except an edit."""
         self._pending: tuple[tuple[int, int], list[ToolCall]] | None = None
@@ -85,9 +83,9 @@ class Conversation:
     @property
     def budget(self) -> int:
         """The conversation's size budget in bytes: the worker's (with a payload store it is
-        larger), else the release's."""
+        larger), else the default."""
         setup = self._state.setup
-        return setup.conversation_bytes if setup is not None else self._limits.conversation_bytes
+        return setup.conversation_bytes if setup is not None else bounds.MAX_CONVERSATION_BYTES
 
     def too_large(self, extra: int = 0, *, reply: int | None = None) -> str | None:
         """Why the conversation (plus `extra` bytes) is over its budget, or None."""
@@ -104,12 +102,7 @@ class Conversation:
         """The model's reply as the conversation keeps it: every call with an id no other call of
         the run has (renamed deterministically), so an answer is for one call only."""
         prefix = f"call_r{round_}"
-        if self._limits.unique_ids_in_run:
-            unique = unique_call_ids(
-                calls, prefix, call_ids(self.messages), bounds.MAX_CALL_ID_CHARS
-            )
-        else:
-            unique = unique_call_ids(calls, prefix)
+        unique = unique_call_ids(calls, prefix, call_ids(self.messages), bounds.MAX_CALL_ID_CHARS)
         return reply_message(content, unique)
 
     def append(self, message: ChatMessage, source: Part | None = None) -> None:
@@ -130,13 +123,12 @@ class Conversation:
         executed: Collection[str] = (),
     ) -> list[ChatMessage]:
         """One tool message per call, in call order, appended together (the ordering invariant);
-        each bounded, and with strict sizes the batch cut to what the budget leaves. `executed`:
+        each bounded, and the batch cut to what the budget leaves. `executed`:
         the calls whose content is their `execute_tool` result."""
         limit = bounds.TOOL_CONTENT_CHARS
         texts = [shorten(c, limit, TRUNCATION_MARKER, within=True) for c in contents]
-        if self._limits.strict_sizes:
-            room = self.budget - self.size() - 200 * len(texts)
-            texts = bounds.fit_batch(texts, max(0, room) // 2)
+        room = self.budget - self.size() - 200 * len(texts)
+        texts = bounds.fit_batch(texts, max(0, room) // 2)
         added = [ChatMessage.tool(call, text) for call, text in zip(calls, texts, strict=True)]
         self.messages.extend(added)
         for call, message, content in zip(calls, added, contents, strict=True):

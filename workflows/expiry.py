@@ -1,6 +1,6 @@
 """Expiry and escalation of the calls that wait for a person.
 
-With `on_approval_timeout: "expire"` (the default of this release's runs) the approval timeout
+With `on_approval_timeout: "expire"` (the default) the approval timeout
 rejects nothing and cancels nothing: the calls still unanswered become `expired` (an
 `approval_expired` event and notification, the phase `approval_expired`), the model is not told,
 and the run waits on, with no timer, until a person acts: asks again (`reopen_approval`, a new
@@ -14,7 +14,7 @@ AGENT_ESCALATE_AFTER_SECONDS and AGENT_ESCALATE_TO), the calls still unanswered 
 the wait began are escalated: an `approval_escalated` event and notification, and the groups are
 eligible to answer them too (`extra_groups`): under no approver rule anyone may answer anyway,
 and under a run's own approver rule they vote as its groups do. Under the worker's enforced
-approver rule they do not (this release's runs, `Rules.escalate_within_rules`): the worker counts
+approver rule they do not: the worker counts
 that rule's groups alone as the call runs, so their vote is refused at once
 (`escalated_groups`), and the event and notification name the rule's groups as the only ones
 that may answer (`rule_groups`).
@@ -49,26 +49,24 @@ from workflows.questions import Question
 from workflows.quorum import Escalated
 from workflows.rules import Approvers
 from workflows.shown import shorten
-from workflows.versions import Rules
 
 MAX_ESCALATION_GROUPS = 20
 """At most this many groups a call is escalated to (the hand-over carries them per call)."""
 MAX_GROUP_CHARS = 100
 
 
-def resolve_timeout_policy(options: AgentRunOptions, rules: Rules) -> None:
-    """Fill in what the timeout does when the run's options do not say: `expire` for runs of
-    this release, `cancel` for runs recorded by earlier ones (whose input has no value). Set
-    once, in the options the run hands on at continue-as-new."""
+def resolve_timeout_policy(options: AgentRunOptions) -> None:
+    """Fill in what the timeout does when the run's options do not say (`expire`). Set once, in
+    the options the run hands on at continue-as-new."""
     if options.on_approval_timeout is None:
-        options.on_approval_timeout = timeout_policy(options, rules)
+        options.on_approval_timeout = timeout_policy(options)
 
 
-def timeout_policy(options: AgentRunOptions, rules: Rules) -> ApprovalTimeoutPolicy:
+def timeout_policy(options: AgentRunOptions) -> ApprovalTimeoutPolicy:
     """What the approval timeout does in this run."""
     if options.on_approval_timeout is not None:
         return options.on_approval_timeout
-    return "expire" if rules.expire_on_timeout else "cancel"
+    return "expire"
 
 
 @dataclass(frozen=True)
@@ -79,12 +77,8 @@ class Escalation:
     groups: tuple[str, ...]
 
 
-def escalation_of(
-    options: AgentRunOptions, setup: WorkerSetup | None, rules: Rules
-) -> Escalation | None:
+def escalation_of(options: AgentRunOptions, setup: WorkerSetup | None) -> Escalation | None:
     """The run's escalation (its options, else the worker's defaults), or None."""
-    if not rules.escalate_approvals:
-        return None
     after = options.approval_escalate_after_seconds
     if after is None and setup is not None:
         after = setup.escalate_after_seconds
@@ -103,29 +97,27 @@ def extra_groups(state: AgentState, call_id: str) -> list[str]:
     return list(state.escalations.get(call_id, []))
 
 
-def escalation_widens(rules: Rules, enforced: Approvers | None) -> bool:
+def escalation_widens(enforced: Approvers | None) -> bool:
     """Whether a call's escalation groups may answer it besides its approver rule's groups:
-    always in runs of earlier releases; in this release's, unless the worker's enforced rule
-    (`enforced`, its approvers) decides the call (the worker counts that rule's groups alone)."""
-    return enforced is None or not rules.escalate_within_rules
+    unless the worker's enforced rule (`enforced`, its approvers) decides the call (the worker
+    counts that rule's groups alone)."""
+    return enforced is None
 
 
-def escalated_groups(
-    state: AgentState, call_id: str, rules: Rules, enforced: Approvers | None
-) -> Escalated:
+def escalated_groups(state: AgentState, call_id: str, enforced: Approvers | None) -> Escalated:
     """The groups `call_id` was escalated to, as its votes are counted: eligible besides its
     rule's groups (`counted`), or not (`withheld`: `enforced` decides it)."""
     groups = tuple(extra_groups(state, call_id))
-    if escalation_widens(rules, enforced):
+    if escalation_widens(enforced):
         return Escalated(counted=groups)
     return Escalated(withheld=groups)
 
 
-def rule_groups(rules: Rules, enforced: Approvers | None) -> list[str] | None:
+def rule_groups(enforced: Approvers | None) -> list[str] | None:
     """For an escalated call: the groups of the worker's enforced approver rule, the only ones
     that may answer it (an escalation does not widen that rule), or None: the escalation groups
     may answer it too."""
-    if enforced is None or escalation_widens(rules, enforced):
+    if enforced is None:
         return None
     return list(enforced.groups)
 

@@ -7,35 +7,26 @@ from __future__ import annotations
 from temporalio import workflow
 
 from workflows import activity_calls as calls
-from workflows import bounds, legacy
+from workflows import bounds
 from workflows.approvals import Approvals
 from workflows.compaction import Compactor
 from workflows.model import AgentRunResult, AgentState, FinishReason
-from workflows.versions import Rules
 
 MAX_GENERATION_BYTES = 3_500_000
 """Continue as new once a generation's history is this big, even before Temporal suggests it."""
 
 
-async def read_setup(
-    state: AgentState, rules: Rules, approvals: Approvals, compactor: Compactor
-) -> None:
-    """What the run needs of the worker: its tools and rules (carried afterwards), its window."""
-    if rules.read_worker_setup:
-        # This release's runs read the worker's setup in every generation: what decides a
-        # call (tools, enforced rules, notifications) is the worker's as it is now, never a
-        # value carried over.
-        first = state.setup is None
-        if first or rules.setup_every_generation:
-            setup = await calls.worker_setup(local=rules.setup_on_the_run_worker)
-            state.setup = setup
-            approvals.know_tools(setup.tools)
-            state.worker_policy = setup.policy
-            if first:
-                compactor.start(setup)
-    else:
-        worker_rules = calls.worker_policy if rules.read_worker_rules else None
-        await legacy.read_setup(state, approvals.know_tools, calls.list_tools, worker_rules)
+async def read_setup(state: AgentState, approvals: Approvals, compactor: Compactor) -> None:
+    """What the run needs of the worker: its tools, rules and window. Read again by every
+    generation: what decides a call (tools, enforced rules, notifications) is the worker's as it
+    is now, never a value carried over."""
+    first = state.setup is None
+    setup = await calls.worker_setup()
+    state.setup = setup
+    approvals.know_tools(setup.tools)
+    state.worker_policy = setup.policy
+    if first:
+        compactor.start(setup)
 
 
 def history_full(max_history_events: int | None) -> bool:
@@ -50,13 +41,11 @@ def history_full(max_history_events: int | None) -> bool:
     return cap is not None and info.get_current_history_length() >= cap
 
 
-def result_of(
-    state: AgentState, reason: FinishReason, error: str | None, *, strict_sizes: bool
-) -> AgentRunResult:
+def result_of(state: AgentState, reason: FinishReason, error: str | None) -> AgentRunResult:
     """The run's result: the conversation (cut to its budget, without a payload store)."""
     messages = state.messages
     setup = state.setup
-    if strict_sizes and not (setup is not None and setup.payload_store):
+    if not (setup is not None and setup.payload_store):
         # A safety net: the conversation bound keeps the result far below this already.
         messages, _ = bounds.fit_messages(messages, bounds.RESULT_BUDGET_BYTES)
     return AgentRunResult(

@@ -1087,32 +1087,6 @@ class ToolRequest(BaseModel):
         return without_none(handler(self), ("votes",))
 
 
-class CarriedState(BaseModel):
-    """The first release's continue-as-new hand-over (besides the messages). New generations get
-    an `AgentState`; this is still read so that runs continued by the first release go on
-    (`legacy.from_carried`, until the date of `hardened-loop-1` in `versions.PATCHES`)."""
-
-    round: int
-    generation: int
-    next_seq: int
-    events: list[AgentEvent]
-    answers: dict[str, ApprovalRecord] = Field(default_factory=dict)
-    awaiting_announced: bool = False
-    awaiting_since: datetime | None = None
-    approval_deadline: datetime | None = None
-    between_turns: bool = False
-    """A session (`keep_alive`) waiting for its next message."""
-    idle_deadline: datetime | None = None
-    cancel: CancelRequest | None = None
-    held_messages: list[ChatMessage] = Field(default_factory=list)
-    usage: Usage = Field(default_factory=Usage)
-    tool_specs: list[ToolSpec] | None = None
-    seed_responses_applied: bool = False
-    seed_mode: bool = False
-    stream: WorkflowStreamState | None = None
-    """The live stream's retained items and publisher dedup state (a bounded tail)."""
-
-
 class ApprovalWait(BaseModel):
     """An announced approval wait: its `awaiting_approval` event was emitted at `since`."""
 
@@ -1232,8 +1206,6 @@ class AgentRunInput(BaseModel):
     state: AgentState | None = None
     """Set only by the workflow itself when it continues as new (then `messages` is empty and
     the conversation is in the state)."""
-    continued: CarriedState | None = None
-    """The hand-over of runs continued by the first release, still read so they go on."""
     _arrived_in_plaintext: bool = PrivateAttr(default=False)
     _sealed_for: dict[str, bytes] = PrivateAttr(default_factory=dict)
     """The seal record (`workflows.seal`) the codec found inside the sealed input, as metadata:

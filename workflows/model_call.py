@@ -34,7 +34,6 @@ from workflows.model import (
 )
 from workflows.notices import length_warning
 from workflows.shown import shorten
-from workflows.versions import Rules
 
 
 @dataclass(frozen=True)
@@ -53,7 +52,6 @@ class ModelCall:
         compactor: Compactor,
         inflight: InFlight,
         *,
-        rules: Rules,
         emit: Callable[[BaseEvent], None],
         warn: Callable[[str], None],
         set_phase: Callable[[Phase, str], None],
@@ -65,7 +63,6 @@ class ModelCall:
         self._approvals = approvals
         self._compactor = compactor
         self._inflight = inflight
-        self._rules = rules
         self._emit = emit
         self._warn = warn
         self._set_phase = set_phase
@@ -103,8 +100,7 @@ class ModelCall:
                 offered=self._offered(),
                 digest=digest,
                 tail=tail,
-            ),
-            until_given_up=self._rules.llm_retried_until_given_up,
+            )
         )
         self._inflight.add("llm", handle)
         try:
@@ -132,9 +128,7 @@ class ModelCall:
     def _by_reference(self, view: list[ChatMessage] | None) -> tuple[str | None, Tail | None]:
         """The digest of what the request is for (the record, or the model's `view` of it) and
         what was added since the previous request (when known), so a worker holding the rest
-        needs no query; nothing in runs of earlier releases."""
-        if not self._rules.conversation_by_reference:
-            return None, None
+        needs no query."""
         record = self._state.messages
         if view is None:
             tail = self._conversation.sources.sent(len(record))
@@ -153,18 +147,16 @@ class ModelCall:
         )
         if message.content:
             self._emit(TextDeltaEvent(delta=shorten(message.content, EVENT_TEXT_LIMIT)))
-        if self._rules.limits.strict_sizes:
-            added = bounds.json_bytes(message)
-            if problem := self._conversation.too_large(added, reply=added):
-                return Ended(problem)
+        added = bounds.json_bytes(message)
+        if problem := self._conversation.too_large(added, reply=added):
+            return Ended(problem)
         self._conversation.append_reply(message, state.round)
         for warning in response.warnings:
             self._warn(warning)
         calls_made = message.tool_calls or []
-        if response.finish_reason == "length" and self._rules.refuse_unrunnable_calls:
+        if response.finish_reason == "length":
             state.cut_off.update({call.id: response.max_tokens for call in calls_made})
         self._approvals.admit(calls_made, from_text=response.calls_from_text)
         if response.finish_reason == "length":
-            named = self._rules.length_warning_names_limit
-            self._warn(length_warning(response, say_which_limit=named))
+            self._warn(length_warning(response))
         return None

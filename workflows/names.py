@@ -38,8 +38,6 @@ digest, so a worker that holds the prefix fetches only what is new."""
 # Activities
 ACTIVITY_CALL_LLM = "call_llm"
 ACTIVITY_EXECUTE_TOOL = "execute_tool"
-ACTIVITY_LIST_TOOLS = "list_tools"
-ACTIVITY_WORKER_POLICY = "worker_policy"
 ACTIVITY_WORKER_SETUP = "worker_setup"
 ACTIVITY_SUMMARIZE = "summarize_conversation"
 ACTIVITY_NOTIFY = "notify"

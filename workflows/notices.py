@@ -29,13 +29,13 @@ def cancel_message(request: CancelRequest) -> str:
     return f"{CANCELLED_MESSAGE}{by}{why}"
 
 
-def length_warning(response: LlmResponse, *, say_which_limit: bool) -> str:
+def length_warning(response: LlmResponse) -> str:
     """A reply cut off (`finish_reason: length`): by `max_tokens`, or by a full context window
     (fewer tokens were made than `max_tokens` allowed)."""
     made, limit = response.usage.completion_tokens, response.max_tokens
-    if say_which_limit and limit is not None and 0 < made < limit:
+    if limit is not None and 0 < made < limit:
         why = f"the model's context window is full (it stopped after {made} of max_tokens {limit})"
-    elif say_which_limit and limit is not None:
+    elif limit is not None:
         why = f"the model stopped at its token limit (max_tokens {limit})"
     else:
         why = "the model stopped at its token limit"

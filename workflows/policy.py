@@ -8,9 +8,7 @@ How a `when` glob sees a call: a string argument as it is (a path parameter of t
 `workflows.paths.normal_path` spells it: inside the workspace, relative to it), any other value
 as its one text form (`workflows.arguments.arguments_json`). A glob of an `allow` rule is
 shell-safe by position (`workflows.globs`); `deny` and `ask` globs are plain `fnmatch` globs
-(matching more is never less safe there). Runs recorded before these rules decide with
-`legacy_shell_safety=True`: the earlier substring rule and the earlier text form
-(`workflows.legacy`), so their decisions replay unchanged.
+(matching more is never less safe there).
 
 No Temporal here and nothing runs at import, so the workflow sandbox can re-import it freely.
 """
@@ -27,7 +25,6 @@ from typing import Any
 
 from workflows.arguments import arguments_json
 from workflows.globs import shell_safe_glob
-from workflows.legacy import legacy_value_text, listed, metacharacters_in, shell_safe
 from workflows.paths import normal_path
 from workflows.rules import (
     DEFAULT_DENY_REASON,
@@ -77,26 +74,18 @@ def policy_view(
     )
 
 
-def value_text(value: Any, *, legacy_shell_safety: bool = False) -> str:
+def value_text(value: Any) -> str:
     """An argument's value as `when` globs see it: a string as it is, else the one text form
-    of arguments (compact JSON, `é` as it is). `legacy_shell_safety`: the earlier form, with
-    characters outside ASCII as `\\u` escapes."""
+    of arguments (compact JSON, `é` as it is)."""
     if isinstance(value, str):
         return value
-    if legacy_shell_safety:
-        return legacy_value_text(value)
     return arguments_json(value)
 
 
-def pattern_matches(
-    pattern: str, value: str, *, allow: bool, legacy_shell_safety: bool = False
-) -> bool:
-    """A `when` glob against a value's text; for an `allow` rule, shell-safe by position (with
-    `legacy_shell_safety`, by the earlier substring rule)."""
+def pattern_matches(pattern: str, value: str, *, allow: bool) -> bool:
+    """A `when` glob against a value's text; for an `allow` rule, shell-safe by position."""
     if not allow:
         return fnmatch.fnmatchcase(value, pattern)
-    if legacy_shell_safety:
-        return shell_safe(pattern, value) and fnmatch.fnmatchcase(value, pattern)
     return shell_safe_glob(pattern)(value) is not None
 
 
@@ -120,13 +109,12 @@ def argument_text(
     value: Any,
     *,
     path_parameters: Collection[str] = (),
-    legacy_shell_safety: bool = False,
     path_root: str | None = None,
 ) -> str:
     """The text a `when` glob on argument `name` is matched against."""
     if name in path_parameters and isinstance(value, str):
         return normal_path(value, path_root)
-    return value_text(value, legacy_shell_safety=legacy_shell_safety)
+    return value_text(value)
 
 
 def rule_matches(
@@ -135,7 +123,6 @@ def rule_matches(
     arguments: Any,
     *,
     path_parameters: Collection[str] = (),
-    legacy_shell_safety: bool = False,
     path_root: str | None = None,
 ) -> bool:
     """Whether `rule` matches a call of `tool` with (already parsed) `arguments`: the rule of
@@ -151,13 +138,9 @@ def rule_matches(
         if name not in arguments:
             return False
         text = argument_text(
-            name,
-            arguments[name],
-            path_parameters=path_parameters,
-            legacy_shell_safety=legacy_shell_safety,
-            path_root=path_root,
+            name, arguments[name], path_parameters=path_parameters, path_root=path_root
         )
-        if not pattern_matches(pattern, text, allow=allow, legacy_shell_safety=legacy_shell_safety):
+        if not pattern_matches(pattern, text, allow=allow):
             return False
     return True
 
@@ -169,7 +152,6 @@ def evaluate(
     *,
     requires_approval: bool,
     path_parameters: Collection[str] = (),
-    legacy_shell_safety: bool = False,
     path_root: str | None = None,
 ) -> Verdict:
     """Decide one call (`arguments` as the model gave them: a JSON string or a value) by the
@@ -177,16 +159,14 @@ def evaluate(
     `approval_required`).
 
     `path_parameters`: the tool's spec's `path_parameters`, whose string values rules see
-    normalised (`workflows.paths.normal_path`); leave it empty for runs recorded before.
+    normalised (`workflows.paths.normal_path`).
     `path_root`: the workspace folder (the spec's `path_root`): an absolute path inside it is
-    seen workspace-relative; None for runs recorded before.
-    `legacy_shell_safety`: decide as runs recorded before shell safety by position did (the
-    substring rule, and non-string values with `\\u` escapes).
+    seen workspace-relative.
 
     The same decision as the first rule for which `rule_matches` holds, made faster (see
     `_Call`). Arguments nested too deeply to read are never decided by a rule: a person is
     asked."""
-    call = _Call(tool, arguments, path_parameters, legacy_shell_safety, path_root)
+    call = _Call(tool, arguments, path_parameters, path_root)
     try:
         for index, rule in enumerate(rules):
             if not call.named(rule.tool):
@@ -205,25 +185,23 @@ def evaluate(
 class _Call:
     """One call as the rules see it. Each part is worked out once, and only when a rule needs
     it: a tool glob is tried once per call, the arguments are parsed once, and each argument's
-    text (with, for the earlier substring rule, the metacharacters it holds) is made once."""
+    text is made once."""
 
     def __init__(
         self,
         tool: str,
         arguments: Any,
         path_parameters: Collection[str],
-        legacy: bool,
         path_root: str | None = None,
     ) -> None:
         self._tool = tool
         self._path_root = path_root
         self._arguments = arguments
         self._path_parameters = path_parameters
-        self._legacy = legacy
         self._parsed = False
         self._values: dict[str, Any] | None = None
         self._names: dict[str, bool] = {}
-        self._texts: dict[str, tuple[str, frozenset[str]]] = {}
+        self._texts: dict[str, str] = {}
 
     def named(self, pattern: str) -> bool:
         hit = self._names.get(pattern)
@@ -239,28 +217,17 @@ class _Call:
         if self._values is None:
             return False
         for name, pattern in when.items():
-            seen = self._texts.get(name)
-            if seen is None:
+            text = self._texts.get(name)
+            if text is None:
                 if name not in self._values:
                     return False
-                text = argument_text(
+                text = self._texts[name] = argument_text(
                     name,
                     self._values[name],
                     path_parameters=self._path_parameters,
-                    legacy_shell_safety=self._legacy,
                     path_root=self._path_root,
                 )
-                present = metacharacters_in(text) if self._legacy else frozenset()
-                seen = self._texts[name] = (text, present)
-            text, present = seen
-            if not allow:
-                matcher = _glob(pattern)
-            elif self._legacy:
-                if present and not present <= listed(pattern):
-                    return False
-                matcher = _glob(pattern)
-            else:
-                matcher = shell_safe_glob(pattern)
+            matcher = shell_safe_glob(pattern) if allow else _glob(pattern)
             if matcher(text) is None:
                 return False
         return True

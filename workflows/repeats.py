@@ -3,8 +3,8 @@
 times, a call a person just rejected); past the limit the next identical call is answered with a
 tool message saying the model already has that result, without running it or asking anyone.
 
-Runs of this release count per turn (a run without `keep_alive` is one turn; a session's next
-message starts a new one), and count a person's rejection like a run: a call identical to one a
+Runs count per turn (a run without `keep_alive` is one turn; a session's next message starts a
+new one), and count a person's rejection like a run: a call identical to one a
 person rejected in this turn is answered with that rejection and its reason, without asking
 again. Pure; no Temporal import."""
 
@@ -56,35 +56,21 @@ def already_rejected_message(call: ToolCall, reason: str | None) -> str:
 
 
 class Repeats:
-    def __init__(
-        self,
-        state: AgentState,
-        *,
-        enabled: bool,
-        per_turn: bool = False,
-        count_answers: bool = False,
-    ) -> None:
+    def __init__(self, state: AgentState) -> None:
         self._state = state
-        self._enabled = enabled
-        self._per_turn = enabled and per_turn
-        """Runs of this release: counts per turn, rejections counted and remembered."""
-        self._count_answers = count_answers
-        """Runs of this release: a batch's answers count (`count_answers`)."""
 
     @property
     def scope(self) -> str:
         """What the counts cover, in the words the model and people are told."""
-        return "turn" if self._per_turn and self._state.options.keep_alive else "run"
+        return "turn" if self._state.options.keep_alive else "run"
 
     def refusal(self, call: ToolCall) -> Refusal | None:
         """Why `call` is not run (or asked about) again, or None: a person rejected the same call
         in this turn, or it already ran (or was rejected) the most times allowed."""
-        if not self._enabled:
-            return None
         key = call_key(call)
         limit = self._state.options.max_repeats
         runs = self._state.call_runs.get(key, 0)
-        if self._per_turn and key in self._state.turn_rejections:
+        if key in self._state.turn_rejections:
             return self._rejected_again(call, self._state.turn_rejections[key], runs, limit)
         if runs < limit:
             return None
@@ -113,15 +99,11 @@ class Repeats:
         )
 
     def ran(self, call: ToolCall) -> None:
-        """Count one execution of `call` (with this release, also one rejection of it)."""
-        if not self._enabled:
-            return
+        """Count one execution of `call` (or one rejection of it)."""
         _count(self._state.call_runs, call_key(call))
 
     def rejected(self, call: ToolCall, reason: str | None) -> None:
         """A person rejected `call`: remembered for the turn, and counted like a run."""
-        if not self._per_turn:
-            return
         key = call_key(call)
         rejections = self._state.turn_rejections
         rejections.pop(key, None)
@@ -137,10 +119,8 @@ class Repeats:
         return any(r is not None and r.past_limit for r in refusals)
 
     def count_answers(self, pending: Sequence[ToolCall]) -> None:
-        """Before the batch runs (this release): a person's no is remembered for the turn, and
-        it counts toward the repeat limit like a run, as does each call answered with it."""
-        if not self._count_answers:
-            return
+        """Before the batch runs: a person's no is remembered for the turn, and it counts
+        toward the repeat limit like a run, as does each call answered with it."""
         for call in pending:
             record = self._state.answers.get(call.id)
             if record is not None:
@@ -153,8 +133,6 @@ class Repeats:
 
     def new_turn(self) -> None:
         """A session's next message: the counts and the rejections start again."""
-        if not self._per_turn:
-            return
         self._state.call_runs.clear()
         self._state.turn_rejections.clear()
 

@@ -2,7 +2,7 @@
 the run's (remembered ones at their front), then the worker's defaults.
 
 The decisions themselves are `workflows.policy`'s pure functions; this module reads the rules
-from the run's state and says which of the run's `versions.Rules` the matching follows.
+from the run's state.
 """
 
 from __future__ import annotations
@@ -14,13 +14,11 @@ from workflows.policy import Verdict, effective_rules, evaluate, policy_view
 from workflows.quorum import weaker_rule
 from workflows.rule_check import unmatchable_rule
 from workflows.rules import PolicyRule, PolicyView
-from workflows.versions import Rules
 
 
 class RunPolicy:
-    def __init__(self, state: AgentState, rules: Rules) -> None:
+    def __init__(self, state: AgentState) -> None:
         self._state = state
-        self._rules = rules
 
     def effective(self) -> list[PolicyRule]:
         """The effective rules in evaluation order (the indices verdicts and events name)."""
@@ -38,27 +36,24 @@ class RunPolicy:
     def evaluate(
         self, call: ToolCall, spec: ToolSpec | None, *, requires_approval: bool
     ) -> Verdict:
-        """The rules' decision; this release's runs match paths as the tool opens them and
-        keep a shell character to its place in an allow pattern."""
-        rules = self._rules
+        """The rules' decision, matching paths as the tool opens them."""
         return evaluate(
             self.effective(),
             call.name,
             call.arguments,
             requires_approval=requires_approval,
-            path_parameters=spec.path_parameters if spec is not None and rules.path_rules else (),
-            legacy_shell_safety=not rules.positional_shell_safety,
-            path_root=spec.path_root if spec is not None and rules.paths_from_tool_root else None,
+            path_parameters=spec.path_parameters if spec is not None else (),
+            path_root=spec.path_root if spec is not None else None,
         )
 
     def unmatchable(self, rules: Sequence[PolicyRule]) -> str | None:
-        """Why one of a run's rules can never match a tool of this worker (this release's runs;
-        None while the tools are not known yet)."""
-        if not self._rules.check_rules_match_tools or self._state.tool_specs is None:
+        """Why one of a run's rules can never match a tool of this worker, or a weaker copy of
+        an enforced approver rule (None while the tools are not known yet)."""
+        if self._state.tool_specs is None:
             return None
         problem = unmatchable_rule(rules, self._state.tool_specs, origin="run")
         worker = self._state.worker_policy
-        if problem is None and self._rules.approver_rules and worker is not None:
+        if problem is None and worker is not None:
             names = [spec.name for spec in self._state.tool_specs]
             problem = weaker_rule(rules, worker.enforced, names)
         return problem

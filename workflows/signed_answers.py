@@ -67,26 +67,24 @@ async def signature_refusal(request: VerifyRequest, what: str) -> str | None:
 
 
 class SignedAnswers:
-    """The check of a signed answer (this release's runs: `Rules.verify_signed_answers`)."""
+    """The check of a signed answer: the worker verifies it before the run takes it."""
 
     def __init__(
         self,
         approvals: Approvals,
         conversation: Conversation,
         *,
-        enabled: bool,
         workflow_id: str,
         run_id: str,
     ) -> None:
         self._approvals = approvals
         self._conversation = conversation
-        self._enabled = enabled
         self._workflow_id = workflow_id
         self._run_id = run_id
 
     def signed(self, response: ToolApprovalResponse) -> bool:
         """Whether this answer must be verified before it is taken."""
-        return self._enabled and response.signature is not None
+        return response.signature is not None
 
     async def problem(
         self, response: ToolApprovalResponse, finished: Callable[[], bool]
@@ -105,7 +103,7 @@ class SignedAnswers:
 
     def signed_reopen(self, request: ReopenRequest) -> bool:
         """Whether a `reopen_approval` must be verified before it is taken."""
-        return self._enabled and request.signature is not None
+        return request.signature is not None
 
     async def reopen_problem(self, request: ReopenRequest) -> str | None:
         """Why a signed `reopen_approval` is refused (its signature does not verify for this

@@ -3,9 +3,8 @@ and writes the hand-over of continue-as-new.
 
 - A new run builds its state from its input (`messages`, `options`).
 - A generation the workflow itself continued as new gets the previous generation's state as it
-  was (`AgentRunInput.state`), or, for runs continued by the first release, its flat hand-over
-  (`AgentRunInput.continued`, read by `from_carried`).
-- A client cannot claim to be a continuation: `state` and `continued` are taken only when the
+  was (`AgentRunInput.state`).
+- A client cannot claim to be a continuation: `state` is taken only when the
   previous run of the chain itself continued as new (`handed_over`). The server also sets
   `continued_run_id` for a cron run and a retried run, whose input is the client's: those are
   plain starts, and a cron schedule is refused altogether.
@@ -19,7 +18,6 @@ from pydantic_core import to_json
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from workflows.bounds import HANDOVER_BUDGET_BYTES
-from workflows.legacy import from_carried
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
@@ -31,7 +29,7 @@ from workflows.rules import PolicyRule
 from workflows.shown import ELLIPSIS, shorten
 
 NOT_A_CONTINUATION = (
-    "Invalid AgentRunInput: `state` and `continued` are set only by the workflow itself when it"
+    "Invalid AgentRunInput: `state` is set only by the workflow itself when it"
     " continues as new; start a run with `messages` and `options`"
 )
 
@@ -53,23 +51,19 @@ def handed_over(continued_run_id: str | None, attempt: int, cron_schedule: str |
 
 
 def initial_state(
-    run_input: AgentRunInput, *, continued: bool, strict: bool = True, cron: bool = False
+    run_input: AgentRunInput, *, continued: bool, cron: bool = False
 ) -> tuple[AgentState, str | None]:
-    """The state this generation starts from, and why the input is refused (or None). With
-    `strict` (runs of this release on), a hand-over given at a start that is not a
-    continue-as-new is refused and a new state is built from the input's messages instead; a
-    run on a cron schedule (`cron`, this release's runs) is refused whatever its input."""
+    """The state this generation starts from, and why the input is refused (or None): a
+    hand-over given at a start that is not a continue-as-new is refused and a new state is built
+    from the input's messages instead; a run on a cron schedule is refused whatever its input."""
     if cron:
         return new_state(run_input), CRON_REFUSED
-    handed = run_input.state is not None or run_input.continued is not None
-    if strict and handed and not continued:
+    if run_input.state is not None and not continued:
         return new_state(run_input), NOT_A_CONTINUATION
     if run_input.state is not None:
         return run_input.state, None
-    if run_input.continued is not None:
-        return from_carried(run_input, run_input.continued), None
     state = new_state(run_input)
-    return state, duplicate_call_ids(state) if strict else None
+    return state, duplicate_call_ids(state)
 
 
 def new_state(run_input: AgentRunInput) -> AgentState:

@@ -23,20 +23,18 @@ class Turns:
         conversation: Conversation,
         approvals: Approvals,
         *,
-        per_turn_limits: bool,
         warn: Callable[[str], None],
         now: Callable[[], datetime],
     ) -> None:
         self._state = state
         self._conversation = conversation
         self._approvals = approvals
-        self._per_turn_limits = per_turn_limits
         self._warn = warn
         self._now = now
 
     def in_session(self) -> bool:
-        """A session of this release: a turn that stops at a limit ends the turn, not the run."""
-        return self._per_turn_limits and self._state.options.keep_alive
+        """A session: a turn that stops at a limit ends the turn, not the run."""
+        return self._state.options.keep_alive
 
     def after_empty_reply(self) -> bool:
         """An empty reply is no answer: the model is asked again once, with a nudge; a second
@@ -72,7 +70,7 @@ class Turns:
         )
 
     def start(self) -> None:
-        """A new turn: its rounds count from zero (and, this release, its repeats)."""
+        """A new turn: its rounds and repeats count from zero."""
         self._state.session_wait = None
         self._state.round = 0
         self._approvals.repeats.new_turn()

@@ -31,7 +31,6 @@ from workflows.notices import APPROVAL_TIMED_OUT
 from workflows.notifications import Notifier
 from workflows.questions import QUESTION_TIMED_OUT
 from workflows.turns import Turns
-from workflows.versions import Rules
 from workflows.visibility import describe_expired, describe_questions, describe_waiting
 
 
@@ -44,13 +43,11 @@ class Waits:
         turns: Turns,
         *,
         questions: Questions,
-        rules: Rules,
         emit: Callable[[BaseEvent], None],
         set_phase: Callable[[Phase, str], None],
         handing_over: Callable[[], bool],
     ) -> None:
         self._state = state
-        self._rules = rules
         self._expiry = Expiry(state, notifier, emit=emit, now=workflow.now)
         self._approvals = approvals
         self._questions = questions
@@ -83,8 +80,8 @@ class Waits:
         self._notifier.questions(self._questions.announce(pending))
         self.show(pending)
         wait = state.approval_wait
-        policy = timeout_policy(state.options, self._rules)
-        escalation = escalation_of(state.options, state.setup, self._rules)
+        policy = timeout_policy(state.options)
+        escalation = escalation_of(state.options, state.setup)
         while True:
             deadline = wait.deadline
             reminder = self._notifier.reminder_due()

@@ -15,7 +15,6 @@ from workflows.model import (
     ToolCall,
     ToolSpec,
 )
-from workflows.versions import Rules
 
 SPECS = [
     ToolSpec(name="list_dir", description="", parameters={}),
@@ -23,15 +22,11 @@ SPECS = [
 ]
 
 
-def approvals(
-    messages: list[ChatMessage], *, hardened: bool = True, **options: object
-) -> tuple[Approvals, AgentState]:
+def approvals(messages: list[ChatMessage], **options: object) -> tuple[Approvals, AgentState]:
     state = AgentState(messages=messages, options=AgentRunOptions(**options), tool_specs=SPECS)
-    run_rules = Rules.this_release() if hardened else Rules.first_release()
     rules = Approvals(
         state,
-        Conversation(state, run_rules.limits),
-        rules=run_rules,
+        Conversation(state),
         run_id="run-1",
         emit=lambda event: None,
         warn=lambda message: None,
@@ -60,9 +55,6 @@ def test_a_call_that_cannot_run_never_needs_a_person():
     assert not rules.requires_approval(call("c", arguments="[1, 2]"))  # not an object
     assert not rules.requires_approval(call("d", "nope"))  # unknown tool
     assert not rules.requires_approval(call("e", arguments='{"command": "' + "x" * 100_001 + '"}'))
-    # The first release's loop asked about them all the same (recorded runs replay so).
-    old, _ = approvals([], hardened=False)
-    assert old.requires_approval(call("b", arguments='{"command":'))
 
 
 def test_waiting_and_unanswered():

@@ -12,13 +12,9 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from workflows import context
-from workflows.bounds import Limits
-from workflows.compaction import Compactor
-from workflows.conversation import Conversation
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
-    AgentState,
     ChatMessage,
     ContextState,
     ToolCall,
@@ -149,24 +145,3 @@ def test_compact_to_must_be_a_share_of_the_window():
                 {"messages": [{"role": "user", "content": "hi"}], "options": {"compact_to": bad}}
             )
         assert "options.compact_to" in str(refused.value)
-
-
-@pytest.mark.parametrize("sound_seams", [True, False])
-def test_a_summary_carried_from_an_earlier_release_becomes_data(sound_seams):
-    # A generation of an earlier release summarised as a system message and handed its state
-    # over at continue-as-new: a generation of this release shows that summary as a user message.
-    messages = head() + [m for i in range(4) for m in round_of(i, 200)]
-    carried = context.with_summary(ContextState(window=WINDOW), "they read f0", 4, len(messages))
-    messages.append(context.marker_message(2, 4, "they read f0"))
-    state = AgentState(messages=messages, options=AgentRunOptions(), context=carried)
-    compactor = Compactor(
-        state,
-        Conversation(state, Limits()),
-        emit=lambda _e: None,
-        offered=list,
-        warn=lambda _w: None,
-        makes_room=sound_seams,
-        summary_as_user=sound_seams,
-    )
-    [summary] = [m for m in compactor.view() if "they read f0" in m.content]
-    assert summary.role == ("user" if sound_seams else "system")

@@ -57,8 +57,8 @@ def test_a_summary_replaces_the_oldest_turns_and_its_marker_is_never_sent():
     messages.append(context.marker_message(span.first, span.last, "they read five files"))
     ctx = context.with_summary(ctx, "they read five files", span.last, marker)
     view = context.model_view(messages, ctx)
-    assert [m.role for m in view] == ["system", "user", "system", "assistant", "tool"]
-    assert view[2].content == context.SUMMARY_PREFIX + "they read five files"
+    assert [m.role for m in view] == ["system", "user", "user", "assistant", "tool"]
+    assert view[2].content == context.USER_SUMMARY_PREFIX + "they read five files"
     # A second summary covers the first marker too; the marker is still never sent.
     messages += round_of(6) + round_of(7)
     again = context.summary_range(messages, ctx, keep_rounds=1)

@@ -16,7 +16,6 @@ from activities.agent_activities import AgentActivities
 from activities.settings import Settings
 from activities.tools import build_default_registry
 from workflows import names
-from workflows.bounds import Limits
 from workflows.conversation import Conversation
 from workflows.conversation_tail import ConversationTails
 from workflows.model import (
@@ -38,7 +37,7 @@ class Run:
 
     def __init__(self, prompt: str) -> None:
         state = AgentState(messages=[ChatMessage.user(prompt)], options=AgentRunOptions())
-        self.conversation = Conversation(state, Limits())
+        self.conversation = Conversation(state)
         self.tails = ConversationTails()
         self.queries = 0
         self.round = 0

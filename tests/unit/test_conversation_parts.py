@@ -4,7 +4,6 @@ results it returned (`resolve`), or cannot (then it asks the run)."""
 
 from __future__ import annotations
 
-from workflows.bounds import Limits
 from workflows.context import view_basis
 from workflows.conversation import Conversation
 from workflows.conversation_parts import INLINE_BYTES, Sources, resolve
@@ -30,7 +29,7 @@ CALLS = [
 
 def conversation() -> Conversation:
     state = AgentState(messages=[ChatMessage.user("read a and b")], options=AgentRunOptions())
-    return Conversation(state, Limits())
+    return Conversation(state)
 
 
 def one_round(conv: Conversation) -> list[ToolCall]:

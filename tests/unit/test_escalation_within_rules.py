@@ -1,7 +1,7 @@
 """An escalation widens only a run's own approver rules: the groups a call was escalated to vote
 on it under a run's rule, but not under the worker's enforced one (which the worker counts by
 its own groups alone), whose call then refuses their vote at once and whose escalation says who
-may answer. Runs of the fifth release keep widening every rule, as they were recorded."""
+may answer."""
 
 from __future__ import annotations
 
@@ -19,13 +19,10 @@ from workflows.model import (
 )
 from workflows.quorum import Escalated, Votes, only_who_escalated
 from workflows.rules import Approvers
-from workflows.versions import Rules
 
 AT = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 SIGNED_AT = "2026-12-02T09:00:00Z"
 OPS = Approvers(groups=("ops",), count=1)
-NOW = Rules.this_release()
-OLD = Rules.people_in_charge()
 CALL = ToolCall(id="c1", name="delete_path", arguments='{"path": "logs"}')
 
 
@@ -36,23 +33,20 @@ def state() -> AgentState:
 
 
 def test_an_escalation_widens_a_run_rule_but_not_an_enforced_one():
-    assert escalation_widens(NOW, None)  # a run's rule (or none): the groups may answer
-    assert not escalation_widens(NOW, OPS)  # the worker's enforced rule: they may not
-    assert escalation_widens(OLD, OPS)  # the fifth release's runs replay as recorded
+    assert escalation_widens(None)  # a run's rule (or none): the groups may answer
+    assert not escalation_widens(OPS)  # the worker's enforced rule: they may not
 
 
 def test_the_escalated_groups_are_counted_or_withheld():
     s = state()
-    assert escalated_groups(s, "c1", NOW, None) == Escalated(counted=("oncall",))
-    assert escalated_groups(s, "c1", NOW, OPS) == Escalated(withheld=("oncall",))
-    assert escalated_groups(s, "c1", OLD, OPS) == Escalated(counted=("oncall",))
-    assert escalated_groups(s, "c2", NOW, OPS) == Escalated()
+    assert escalated_groups(s, "c1", None) == Escalated(counted=("oncall",))
+    assert escalated_groups(s, "c1", OPS) == Escalated(withheld=("oncall",))
+    assert escalated_groups(s, "c2", OPS) == Escalated()
 
 
 def test_only_an_enforced_rule_names_the_groups_that_alone_may_answer():
-    assert rule_groups(NOW, OPS) == ["ops"]
-    assert rule_groups(NOW, None) is None
-    assert rule_groups(OLD, OPS) is None
+    assert rule_groups(OPS) == ["ops"]
+    assert rule_groups(None) is None
 
 
 def test_the_refusal_says_the_escalation_does_not_widen_the_worker_rule():
@@ -82,13 +76,13 @@ def signed(who: str, groups: list[str]) -> ToolApprovalResponse:
 def test_votes_refuse_a_withheld_group_and_take_a_counted_one():
     s = state()
     withheld = Votes(s, emit=lambda _e: None, now=lambda: AT,
-                     escalated=lambda c: escalated_groups(s, c, NOW, OPS))  # fmt: skip
+                     escalated=lambda c: escalated_groups(s, c, OPS))  # fmt: skip
     problem = withheld.refusal(signed("olga", ["oncall"]), CALL, OPS)
     assert problem is not None and "the escalation to oncall does not widen it" in problem
     assert withheld.refusal(signed("ann", ["ops"]), CALL, OPS) is None
     assert withheld.status(CALL, OPS).groups == ["ops"]
     counted = Votes(s, emit=lambda _e: None, now=lambda: AT,
-                    escalated=lambda c: escalated_groups(s, c, NOW, None))  # fmt: skip
+                    escalated=lambda c: escalated_groups(s, c, None))  # fmt: skip
     assert counted.refusal(signed("olga", ["oncall"]), CALL, OPS) is None
     assert counted.status(CALL, OPS).groups == ["ops", "oncall"]
     assert counted.vote(signed("olga", ["oncall"]), CALL, OPS)  # counted: it decides

@@ -31,7 +31,6 @@ from workflows.model import (
     ToolCall,
     WorkerSetup,
 )
-from workflows.versions import Rules
 
 AT = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 C1 = ToolCall(id="c1", name="delete_path", arguments='{"path": "logs"}')
@@ -42,42 +41,35 @@ def state(**fields: object) -> AgentState:
     return AgentState.model_validate({"messages": [], "options": {}, **fields})
 
 
-def test_an_input_without_the_option_decodes_as_none_and_rules_choose():
+def test_an_input_without_the_option_decodes_as_none_and_expires():
     old_input = AgentRunInput.model_validate({"messages": [], "options": {"max_rounds": 3}})
     assert old_input.options.on_approval_timeout is None
-    assert timeout_policy(old_input.options, Rules.this_release()) == "expire"
-    assert timeout_policy(old_input.options, Rules.sound_seams()) == "cancel"
-    assert timeout_policy(old_input.options, Rules.first_release()) == "cancel"
+    assert timeout_policy(old_input.options) == "expire"
 
 
-def test_an_explicit_policy_wins_whatever_the_release():
+def test_an_explicit_policy_wins():
     for given in ("cancel", "reject", "expire"):
         options = AgentRunOptions(on_approval_timeout=given)
-        assert timeout_policy(options, Rules.this_release()) == given
-        assert timeout_policy(options, Rules.sound_seams()) == given
+        assert timeout_policy(options) == given
 
 
 def test_resolving_fills_in_the_options_the_run_hands_on():
-    options = AgentRunOptions()
-    resolve_timeout_policy(options, Rules.sound_seams())
-    assert options.on_approval_timeout == "cancel"
     fresh = AgentRunOptions()
-    resolve_timeout_policy(fresh, Rules.this_release())
+    resolve_timeout_policy(fresh)
     assert fresh.on_approval_timeout == "expire"
     assert AgentRunOptions.model_validate(fresh.model_dump()).on_approval_timeout == "expire"
 
 
 def test_escalation_comes_from_the_run_else_the_worker():
     setup = WorkerSetup(tools=[], escalate_after_seconds=600, escalate_to=["ops"])
-    worker = escalation_of(AgentRunOptions(), setup, Rules.this_release())
+    worker = escalation_of(AgentRunOptions(), setup)
     assert worker is not None and (worker.after_seconds, worker.groups) == (600, ("ops",))
     run = AgentRunOptions(approval_escalate_after_seconds=60, approval_escalate_to=["sre", "sre"])
-    mine = escalation_of(run, setup, Rules.this_release())
+    mine = escalation_of(run, setup)
     assert mine is not None and (mine.after_seconds, mine.groups) == (60, ("sre",))
-    assert escalation_of(AgentRunOptions(), WorkerSetup(tools=[]), Rules.this_release()) is None
+    assert escalation_of(AgentRunOptions(), WorkerSetup(tools=[])) is None
     no_groups = AgentRunOptions(approval_escalate_to=[])
-    assert escalation_of(no_groups, setup, Rules.this_release()) is None
-    assert escalation_of(run, setup, Rules.sound_seams()) is None  # earlier runs never escalate
+    assert escalation_of(no_groups, setup) is None
 
 
 def test_extra_groups_are_those_a_call_was_escalated_to():

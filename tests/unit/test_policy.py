@@ -285,16 +285,11 @@ def test_value_text():
 
 def test_value_text_is_the_one_text_form_of_arguments():
     """A `when` glob sees `é` where people see `é` (the events' and the digest's text form),
-    not the `\\u00e9` escape; runs recorded before keep the escape."""
+    not the `\\u00e9` escape."""
     assert value_text(["été"]) == '["été"]' == arguments_json(["été"])
-    assert value_text(["été"], legacy_shell_safety=True) == '["\\u00e9t\\u00e9"]'
     deny = rules({"tool": "t", "when": {"tags": "*é*"}, "decision": "deny"})
     assert decide(deny, "t", {"tags": ["été"]}).rule == 0
     assert decide(deny, "t", json.dumps({"tags": ["été"]})).rule == 0
-    legacy = evaluate(
-        deny, "t", {"tags": ["été"]}, requires_approval=True, legacy_shell_safety=True
-    )
-    assert legacy.rule is None
 
 
 def test_effective_order_enforced_then_run_then_default():
@@ -313,44 +308,35 @@ def test_effective_order_enforced_then_run_then_default():
 
 
 ECHO_CASES = [
-    ("echo hi", True, True),
-    ("echo hi; rm -rf .", False, False),
-    ("echo x > f", False, False),
-    ("echo x < f", False, False),
-    ("echo hi && rm -rf .", False, False),
-    ("echo hi & rm -rf .", False, False),
-    ("echo hi | sh", False, False),
-    ("echo `rm -rf .`", False, False),
-    ("echo $(rm -rf .)", False, False),
-    ("echo hi\nrm -rf .", False, False),
-    ("echo hi\rrm -rf .", False, False),
-    ("echo hi\x00rm", False, True),
-    ("echo $HOME", False, True),
-    ("echo (hi)", False, True),
-    ("echo 'a b'", False, True),
-    ('echo "$x"', False, True),
-    ("echo a\\ b", False, True),
+    ("echo hi", True),
+    ("echo hi; rm -rf .", False),
+    ("echo x > f", False),
+    ("echo x < f", False),
+    ("echo hi && rm -rf .", False),
+    ("echo hi & rm -rf .", False),
+    ("echo hi | sh", False),
+    ("echo `rm -rf .`", False),
+    ("echo $(rm -rf .)", False),
+    ("echo hi\nrm -rf .", False),
+    ("echo hi\rrm -rf .", False),
+    ("echo hi\x00rm", False),
+    ("echo $HOME", False),
+    ("echo (hi)", False),
+    ("echo 'a b'", False),
+    ('echo "$x"', False),
+    ("echo a\\ b", False),
     # bash's prompt expansion runs `id` here without `$(`, a backtick or a separator
-    ("echo ${x=\\044\\(id\\)}${x@P}", False, True),
+    ("echo ${x=\\044\\(id\\)}${x@P}", False),
 ]
-"""(command, allowed by `echo *` now, allowed by the earlier substring rule)."""
+"""(command, allowed by `echo *`)."""
 
 
-@pytest.mark.parametrize(("command", "allowed", "_legacy"), ECHO_CASES)
-def test_allow_patterns_never_match_shell_metacharacters(command, allowed, _legacy):
+@pytest.mark.parametrize(("command", "allowed"), ECHO_CASES)
+def test_allow_patterns_never_match_shell_metacharacters(command, allowed):
     echo = rules({"tool": "run_command", "when": {"command": "echo *"}, "decision": "allow"})
     verdict = decide(echo, "run_command", {"command": command})
     assert verdict.decision == ("allow" if allowed else "ask")
     assert rule_matches(echo[0], "run_command", {"command": command}) is allowed
-
-
-@pytest.mark.parametrize(("command", "_allowed", "legacy"), ECHO_CASES)
-def test_runs_recorded_before_keep_the_substring_rule(command, _allowed, legacy):
-    echo = rules({"tool": "run_command", "when": {"command": "echo *"}, "decision": "allow"})
-    verdict = evaluate(
-        echo, "run_command", {"command": command}, requires_approval=True, legacy_shell_safety=True
-    )
-    assert verdict.decision == ("allow" if legacy else "ask")
 
 
 @pytest.mark.parametrize(
@@ -372,11 +358,6 @@ def test_a_literal_pipe_allows_one_pipe_at_its_place(command, allowed):
     assert decide(rule, "run_command", {"command": command}).decision == (
         "allow" if allowed else "ask"
     )
-    legacy = evaluate(
-        rule, "run_command", {"command": command}, requires_approval=True, legacy_shell_safety=True
-    )
-    if "important" in command and "|" in command.split("head", 1)[1]:
-        assert legacy.decision == "allow"  # what the substring rule let through
 
 
 @pytest.mark.parametrize(
@@ -427,10 +408,6 @@ def test_shell_safety_holds_for_non_string_values_too():
     listed = rules({"tool": "t", "when": {"argv": '[[]"echo","*"]'}, "decision": "allow"})
     assert decide(listed, "t", {"argv": ["echo", "hi"]}).decision == "allow"
     assert decide(listed, "t", {"argv": ["echo", "hi;", "rm"]}).decision == "ask"
-    legacy = evaluate(
-        rule, "t", {"argv": ["echo", "hi"]}, requires_approval=True, legacy_shell_safety=True
-    )
-    assert legacy.decision == "allow"
 
 
 @pytest.mark.parametrize("decision", ["deny", "ask"])
@@ -704,9 +681,9 @@ def test_missing_unreadable_or_binary_policy_file(tmp_path):
         load_policy_file(binary)
 
 
-async def test_the_activity_serves_the_loaded_rules(tmp_path):
+def test_the_loaded_rules_are_served_as_loaded(tmp_path):
     policy = WorkerPolicy.model_validate({"enforced": [{"tool": "x", "decision": "deny"}]})
-    assert await PolicyActivities(policy).worker_policy() == policy
+    assert PolicyActivities(policy).rules == policy
 
 
 @pytest.mark.parametrize("requires_approval", [True, False])

@@ -1,5 +1,5 @@
 """Property tests of the approval policy (pure, no server): shell safety of `allow` patterns by
-position (and the earlier substring rule, kept for runs recorded before), first match wins,
+position, first match wins,
 enforced rules cannot be loosened, remember decides its tool, and arguments decide the same as
 a JSON string or as a value."""
 
@@ -15,8 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workflows import globs
-from workflows import legacy as policy_module
-from workflows.legacy import shell_safe
 from workflows.model import ToolApprovalResponse
 from workflows.policy import (
     effective_rules,
@@ -32,8 +30,6 @@ from workflows.rules import ApprovalPolicy, PolicyRule
 METACHARACTERS = "\n\r\x00;&|`$><()\\'\""
 """Shell safety by position: `*`, `?` and classes of an allow pattern never match one of these
 (written out here, not imported, so the test checks the module's list rather than trusting it)."""
-LEGACY_METACHARACTERS = ("\n", "\r", ";", "&", "|", "`", "$(", ">", "<")
-"""The earlier substring rule's list, kept for runs recorded before."""
 TOOLS = ["run_command", "delete_path", "list_dir", "read_file", "git__git_status"]
 TOOL_GLOBS = [*TOOLS, "*", "run_*", "?ead_file", "[dl]*", "git__*"]
 ARGUMENTS = ["command", "path", "recursive"]
@@ -44,7 +40,6 @@ SAFE = "abcxyz -./_~:=,@%+"
 """Characters that are never shell metacharacters."""
 
 plain_text = st.text(alphabet=PLAIN, max_size=12)
-legacy_metacharacter = st.sampled_from(LEGACY_METACHARACTERS)
 text_with_metacharacters = st.text(
     alphabet=st.sampled_from([*PLAIN, "\n", "\r", ";", "&", "|", "`", ">", "<"]), max_size=12
 )
@@ -52,7 +47,6 @@ text_with_metacharacters = st.text(
 
 def test_the_module_guards_every_metacharacter() -> None:
     assert set(globs.SHELL_METACHARACTERS) == set(METACHARACTERS)
-    assert set(policy_module.LEGACY_SHELL_METACHARACTERS) == set(LEGACY_METACHARACTERS)
 
 
 # ---------------------------------------------------------------- shell safety by position
@@ -215,70 +209,6 @@ def test_no_pattern_backtracks_for_long() -> None:
     assert time.process_time() - started < 5.0  # backtracking would take years
 
 
-# ---------------------------------------------------------------- the earlier substring rule
-
-
-@st.composite
-def pattern_and_unlisted_value(draw: st.DrawFn) -> tuple[str, str, str]:
-    """A glob without metacharacter `m`, and a value holding `m` that the glob would match as
-    plain text: only shell safety keeps the allow rule from matching."""
-    m = draw(legacy_metacharacter)
-    prefix = draw(plain_text)
-    suffix = draw(plain_text)
-    middle = draw(text_with_metacharacters)
-    cut = draw(st.integers(0, len(middle)))
-    value = prefix + middle[:cut] + m + middle[cut:] + suffix
-    pattern = draw(
-        st.sampled_from(
-            [
-                glob_escape(prefix) + "*" + glob_escape(suffix),
-                "*",
-                glob_escape(prefix) + "*",
-                draw(text_with_metacharacters) + "*",
-            ]
-        )
-    )
-    pattern = "".join(c for c in pattern if c != m) if len(m) == 1 else pattern.replace(m, "")
-    return pattern, value, m
-
-
-def glob_escape(text: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
-
-
-@given(pattern_and_unlisted_value())
-@settings(max_examples=600)
-def test_legacy_an_unlisted_metacharacter_is_never_allowed(case: tuple[str, str, str]) -> None:
-    pattern, value, m = case
-    assert m in value and m not in pattern
-    assert not pattern_matches(pattern, value, allow=True, legacy_shell_safety=True)
-    allow = PolicyRule(tool="run_command", when={"command": pattern}, decision="allow")
-    for arguments in ({"command": value}, json.dumps({"command": value})):
-        verdict = evaluate(
-            [allow], "run_command", arguments, requires_approval=True, legacy_shell_safety=True
-        )
-        assert verdict.decision == "ask" and verdict.rule is None
-    # the same pattern in a deny rule is plain fnmatch: shell safety restricts only allows
-    deny = allow.model_copy(update={"decision": "deny"})
-    matched = evaluate([deny], "run_command", {"command": value}, requires_approval=True).rule == 0
-    assert matched is fnmatch.fnmatchcase(value, pattern)
-
-
-@given(st.text(alphabet=PLAIN + ";&|`<>\n\r", max_size=16), st.text(max_size=16))
-@settings(max_examples=600)
-def test_legacy_any_pattern_and_value(pattern: str, value: str) -> None:
-    """Over arbitrary text: with the earlier rule, an allow pattern matches exactly when fnmatch
-    matches and every metacharacter of the value is in the pattern."""
-    expected = fnmatch.fnmatchcase(value, pattern) and all(
-        m not in value or m in pattern for m in LEGACY_METACHARACTERS
-    )
-    assert pattern_matches(pattern, value, allow=True, legacy_shell_safety=True) is expected
-    assert pattern_matches(pattern, value, allow=False) is fnmatch.fnmatchcase(value, pattern)
-    assert shell_safe(pattern, value) is all(
-        m not in value or m in pattern for m in LEGACY_METACHARACTERS
-    )
-
-
 # ---------------------------------------------------------------- rules and calls
 
 json_value = st.recursive(
@@ -306,7 +236,6 @@ any_arguments = call_arguments | json_value | call_arguments.map(json.dumps) | p
     st.sampled_from(TOOLS),
     any_arguments,
     st.booleans(),
-    st.booleans(),
     st.sampled_from([(), ("path",), ("path", "command")]),
 )
 def test_first_matching_rule_decides(
@@ -314,22 +243,12 @@ def test_first_matching_rule_decides(
     tool: str,
     arguments: Any,
     requires: bool,
-    legacy: bool,
     paths: tuple[str, ...],
 ) -> None:
-    verdict = evaluate(
-        rules,
-        tool,
-        arguments,
-        requires_approval=requires,
-        path_parameters=paths,
-        legacy_shell_safety=legacy,
-    )
+    verdict = evaluate(rules, tool, arguments, requires_approval=requires, path_parameters=paths)
     parsed = parsed_arguments(arguments)
     matching = [
-        i
-        for i, r in enumerate(rules)
-        if rule_matches(r, tool, parsed, path_parameters=paths, legacy_shell_safety=legacy)
+        i for i, r in enumerate(rules) if rule_matches(r, tool, parsed, path_parameters=paths)
     ]
     if not matching:
         assert verdict.rule is None

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from workflows.approvals import Approvals
-from workflows.bounds import Limits
 from workflows.conversation import Conversation
 from workflows.model import (
     AgentRunOptions,
@@ -30,7 +29,6 @@ from workflows.repeats import (
     Repeats,
     call_key,
 )
-from workflows.versions import Rules
 
 SPECS = [ToolSpec(name="run_command", description="", parameters={}, requires_approval=True)]
 
@@ -43,11 +41,10 @@ def state(**options: object) -> AgentState:
     return AgentState(messages=[], options=AgentRunOptions(**options), tool_specs=SPECS)
 
 
-def approvals(run_state: AgentState, *, sound_seams: bool = True) -> Approvals:
+def approvals(run_state: AgentState) -> Approvals:
     return Approvals(
         run_state,
-        Conversation(run_state, Limits()),
-        rules=Rules.this_release() if sound_seams else Rules.trust_and_time(),
+        Conversation(run_state),
         run_id="run-1",
         emit=lambda event: None,
         warn=lambda message: None,
@@ -65,7 +62,7 @@ def person_no(call_id: str, reason: str | None = None) -> ApprovalRecord:
 
 
 def test_a_person_s_no_is_remembered_for_the_same_call_only():
-    repeats = Repeats(state(), enabled=True, per_turn=True)
+    repeats = Repeats(state())
     repeats.rejected(echo("a"), "not here")
     again = repeats.refusal(echo("b"))
     assert again is not None and not again.past_limit
@@ -76,7 +73,7 @@ def test_a_person_s_no_is_remembered_for_the_same_call_only():
 
 def test_rejections_count_toward_max_repeats():
     run_state = state(max_repeats=2)
-    repeats = Repeats(run_state, enabled=True, per_turn=True)
+    repeats = Repeats(run_state)
     repeats.rejected(echo("a"), None)
     repeats.ran(echo("b"))  # the repeat answered with the remembered no
     last = repeats.refusal(echo("c"))
@@ -87,7 +84,7 @@ def test_rejections_count_toward_max_repeats():
 
 def test_a_new_turn_forgets_the_counts_and_the_rejections():
     run_state = state(max_repeats=1, keep_alive=True)
-    repeats = Repeats(run_state, enabled=True, per_turn=True)
+    repeats = Repeats(run_state)
     repeats.ran(echo("a", "one"))
     repeats.rejected(echo("b", "two"), "no")
     refused = repeats.refusal(echo("c", "one"))
@@ -98,20 +95,9 @@ def test_a_new_turn_forgets_the_counts_and_the_rejections():
     assert repeats.refusal(echo("e", "two")) is None
 
 
-def test_earlier_releases_count_per_run_and_remember_no_rejection():
-    run_state = state(max_repeats=1, keep_alive=True)
-    repeats = Repeats(run_state, enabled=True, per_turn=False)
-    repeats.rejected(echo("a"), "no")
-    assert run_state.turn_rejections == {} and run_state.call_runs == {}
-    repeats.ran(echo("b"))
-    repeats.new_turn()
-    refused = repeats.refusal(echo("c"))
-    assert refused is not None and "already ran 1 times in this run" in refused.content
-
-
 def test_remembered_rejections_are_bounded():
     run_state = state()
-    repeats = Repeats(run_state, enabled=True, per_turn=True)
+    repeats = Repeats(run_state)
     for i in range(MAX_REMEMBERED_REJECTIONS + 5):
         repeats.rejected(echo(f"c{i}", f"w{i}"), "x" * 5_000)
     assert len(run_state.turn_rejections) == MAX_REMEMBERED_REJECTIONS
@@ -138,15 +124,6 @@ def test_a_call_rejected_before_never_waits_for_a_person():
     assert not rules.repeats.past_limit([echo("c")])
     rules.repeats.count_answers([echo("c")])
     assert rules.repeats.past_limit([echo("d")])  # max_repeats 3: the no and two repeats
-
-
-def test_earlier_releases_ask_again_after_a_rejection():
-    run_state = state()
-    rules = approvals(run_state, sound_seams=False)
-    run_state.answers["a"] = person_no("a")
-    rules.repeats.count_answers([echo("a")])
-    assert run_state.call_runs == {} and run_state.turn_rejections == {}
-    assert rules.requires_approval(echo("b"))
 
 
 # ---- empty replies and what the turn's end says

@@ -31,8 +31,6 @@ async def test_a_worker_gets_the_workflow_the_activities_and_the_heartbeat_tunin
     assert list(config["workflows"]) == [AgentWorkflow, AgentNotification]
     registered = [getattr(a, "__temporal_activity_definition").name for a in config["activities"]]
     assert registered == [
-        names.ACTIVITY_LIST_TOOLS,
-        names.ACTIVITY_WORKER_POLICY,
         names.ACTIVITY_WORKER_SETUP,
         names.ACTIVITY_CALL_LLM,
         names.ACTIVITY_SUMMARIZE,

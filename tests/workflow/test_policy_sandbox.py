@@ -1,18 +1,18 @@
 """The approval policy inside a real workflow sandbox, on the dev server: the pure module is
 re-imported there and decides as it does outside, and the worker's rules reach a workflow
-through the `worker_policy` activity and the real data converter, as the tool specs do."""
+through an activity and the real data converter, as they do in `worker_setup`."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from pydantic import BaseModel
-from temporalio import workflow
+from temporalio import activity, workflow
 from temporalio.worker import Worker
 
 from activities.policy_file import PolicyActivities
-from workflows import names
 from workflows.model import ToolApprovalResponse
 from workflows.policy import effective_rules, evaluate, policy_view
 from workflows.remember import remember, remembered_rule
@@ -41,7 +41,7 @@ class PolicyProbe:
     @workflow.run
     async def run(self, probe: ProbeInput) -> ProbeResult:
         worker = await workflow.execute_activity(
-            names.ACTIVITY_WORKER_POLICY,
+            "probe_worker_policy",
             result_type=WorkerPolicy,
             start_to_close_timeout=timedelta(seconds=30),
         )
@@ -64,6 +64,14 @@ class PolicyProbe:
             after_remember=decide(),
             view=policy_view(worker.enforced, run_rules, worker.defaults),
         )
+
+
+def _served(policy: PolicyActivities) -> Callable[[], Awaitable[WorkerPolicy]]:
+    @activity.defn(name="probe_worker_policy")
+    async def probe_worker_policy() -> WorkerPolicy:
+        return policy.rules
+
+    return probe_worker_policy
 
 
 async def test_the_policy_decides_inside_the_workflow_sandbox(client):
@@ -95,7 +103,7 @@ async def test_the_policy_decides_inside_the_workflow_sandbox(client):
         client,
         task_queue=queue,
         workflows=[PolicyProbe],
-        activities=[PolicyActivities(worker_rules).worker_policy],
+        activities=[_served(PolicyActivities(worker_rules))],
     ):
         result = await client.execute_workflow(
             PolicyProbe.run,

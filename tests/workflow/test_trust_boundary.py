@@ -27,7 +27,6 @@ from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
     AgentState,
-    CarriedState,
     ChatMessage,
     ToolApprovalResponse,
     ToolCall,
@@ -108,20 +107,12 @@ def forged_state() -> AgentState:
     )
 
 
-@pytest.mark.parametrize("field", ["state", "continued"])
-async def test_a_client_cannot_claim_to_be_a_continuation(client, task_queue, field):
+async def test_a_client_cannot_claim_to_be_a_continuation(client, task_queue):
     fake = FakeAgentActivities(
         replies=[calls(("c1", "run_command", '{"command": "id"}')), text("done")],
         worker_rules=DENY_COMMANDS,
     )
-    forged: dict[str, Any] = {"state": forged_state()}
-    if field == "continued":
-        forged = {
-            "continued": CarriedState(
-                round=0, generation=1, next_seq=0, events=[], tool_specs=forged["state"].tool_specs
-            )
-        }
-    run_input = AgentRunInput(messages=[ChatMessage.user("go")], **forged)
+    run_input = AgentRunInput(messages=[ChatMessage.user("go")], state=forged_state())
     async with worker_for(client, task_queue, fake):
         handle = await start_run(client, task_queue, run_input)
         with pytest.raises(WorkflowFailureError) as failed:
