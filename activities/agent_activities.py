@@ -38,11 +38,20 @@ from activities.telemetry import ModelCall, model_call, tool_call
 from activities.tools import ToolError, ToolRegistry
 from activities.tools.base import Refused
 from workflows import names
-from workflows.arguments import parse_arguments
 from workflows.bounds import TOOL_CONTENT_CHARS
-from workflows.context import SUMMARY_CHARS_PER_TOKEN
-from workflows.conversation_parts import resolve
-from workflows.conversation_tail import ConversationTail, TailRequest, extend
+from workflows.contract.arguments import parse_arguments
+from workflows.contract.rules import WorkerPolicy
+from workflows.contract.tool_results import (
+    TRUNCATION_MARKER,
+    envelope_error,
+    framework_error_message,
+    invalid_arguments_message,
+    tool_not_found_message,
+    tool_output_message,
+)
+from workflows.conversation.context import SUMMARY_CHARS_PER_TOKEN
+from workflows.conversation.parts import resolve
+from workflows.conversation.tail import ConversationTail, TailRequest, extend
 from workflows.model import (
     ChatMessage,
     LlmRequest,
@@ -52,16 +61,7 @@ from workflows.model import (
     ToolRequest,
     WorkerSetup,
 )
-from workflows.rules import WorkerPolicy
 from workflows.shown import shorten
-from workflows.tool_results import (
-    TRUNCATION_MARKER,
-    envelope_error,
-    framework_error_message,
-    invalid_arguments_message,
-    tool_not_found_message,
-    tool_output_message,
-)
 
 TOOL_CONTENT_LIMIT = TOOL_CONTENT_CHARS
 

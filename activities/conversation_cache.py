@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from workflows.conversation_tail import EMPTY_DIGEST, ConversationTail, extend
+from workflows.conversation.tail import EMPTY_DIGEST, ConversationTail, extend
 from workflows.model import ChatMessage
 
 MAX_RUNS = 256

@@ -13,7 +13,7 @@ arguments that will run:
   many distinct people of those groups verify (`activities.quorum_check`).
 
 A path argument is checked in every spelling that can name what the tool opens: as written, as
-rules see it (`workflows.paths.normal_path`), and as the tool will open it (the tool's
+rules see it (`workflows.gate.paths.normal_path`), and as the tool will open it (the tool's
 `opened_path`: an absolute path inside the workspace made relative, symlinks inside the
 workspace followed as the tool follows them). That check comes before the tool runs; a tool
 that opens workspace paths (`Tool.run_checked`) is checked once more with the path of what it
@@ -31,10 +31,10 @@ from typing import Any
 
 from activities.quorum_check import Shortfall
 from activities.tools.base import OpenedCheck, Refused, Tool, ToolError
+from workflows.contract.rules import PolicyRule
+from workflows.contract.tool_results import rejection_message
+from workflows.gate.policy import Verdict, evaluate
 from workflows.model import ApprovalSource
-from workflows.policy import Verdict, evaluate
-from workflows.rules import PolicyRule
-from workflows.tool_results import rejection_message
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime.codec import NONCE_BYTES, Keyring, parse_keys
-from workflows.tool_results import envelope_error
+from workflows.contract.tool_results import envelope_error
 
 DEFAULT_RETENTION_DAYS = 30.0
 SWEEP_INTERVAL_SECONDS = 3600.0

@@ -45,7 +45,7 @@ from activities.redaction import Redactor, redact_logs
 from activities.settings import Settings, shown_notify_url
 from workflows import names
 from workflows.model import NotifyRequest
-from workflows.notifications import NOTIFY_RETRY, child_id
+from workflows.people.notifications import NOTIFY_RETRY, child_id
 from workflows.shown import ELLIPSIS, shorten, visible
 
 ATTEMPT_SECONDS = 20.0

@@ -13,7 +13,7 @@ import urllib.parse
 from datetime import UTC, datetime
 from typing import Any
 
-from workflows.arguments import arguments_digest, arguments_value
+from workflows.contract.arguments import arguments_digest, arguments_value
 from workflows.model import FinishReason, NotifyRequest
 from workflows.shown import ELLIPSIS, arguments_display, shorten, visible, visible_json
 

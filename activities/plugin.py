@@ -50,11 +50,11 @@ from runtime.connect import data_converter, task_queue
 from runtime.decryption_log import log_decryption_failures_once
 from runtime.tracing import WORKER_SERVICE, install_tracing
 from workflows import names
-from workflows.agent import AgentWorkflow
+from workflows.contract.rules import WorkerPolicy
 from workflows.converter import AgentPayloadConverter
-from workflows.notifications import AgentNotification
-from workflows.rule_check import worker_policy_problem
-from workflows.rules import WorkerPolicy
+from workflows.gate.rule_check import worker_policy_problem
+from workflows.people.notifications import AgentNotification
+from workflows.run.agent import AgentWorkflow
 
 PLUGIN_NAME = "durable-agent.AgentPlugin"
 GRACEFUL_SHUTDOWN_SECONDS = 10.0

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from workflows.inputs import describe
-from workflows.rules import WorkerPolicy
+from workflows.contract.rules import WorkerPolicy
+from workflows.intake import describe
 
 POLICY_FILE_ENV = "AGENT_POLICY_FILE"
 MAX_POLICY_FILE_BYTES = 1_000_000

@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from activities.approver_key import ApproverKey
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
+from workflows.contract.rules import PolicyRule
+from workflows.contract.signing import SignedFields, canonical_groups, decision_of
+from workflows.gate.policy import Verdict
+from workflows.gate.quorum import eligible
 from workflows.model import ToolRequest
-from workflows.policy import Verdict
-from workflows.quorum import eligible
-from workflows.rules import PolicyRule
-from workflows.signing import SignedFields, canonical_groups, decision_of
 
 Shortfall = Callable[[Verdict], str | None]
 """Why an enforced `ask` verdict's approvers are not all there, or None."""

@@ -2,7 +2,7 @@
 with the project's workflow package passed through.
 
 The sandbox builds a fresh module namespace for every run and imports again, for that run, each
-module not passed through. `workflows.agent` imports its helpers through the pass-through
+module not passed through. `workflows.run.agent` imports its helpers through the pass-through
 already, so per run it re-imported (and, where bytecode is not cached, compiled) itself and the
 package: measured as the largest cost that the bare loop does not pay besides its activations
 (docs/reports/benchmark.md). Every module of `workflows/` is pure and deterministic by rule (no

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.arguments import parse_arguments
 from workflows.bounds import arguments_text
+from workflows.contract.arguments import parse_arguments
 from workflows.model import ChatMessage, LlmResponse, ToolCall, Usage
 from workflows.shown import ELLIPSIS, shorten
 

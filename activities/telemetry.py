@@ -34,9 +34,9 @@ from temporalio import activity
 from temporalio.common import MetricMeter
 from temporalio.exceptions import ApplicationError
 
+from workflows.contract.tool_results import TRUNCATION_MARKER
 from workflows.model import ChatMessage, LlmResponse
 from workflows.shown import shorten
-from workflows.tool_results import TRUNCATION_MARKER
 
 TRACER_NAME = "durable-agent"
 CONTENT_CHARS = 32_000

@@ -26,7 +26,7 @@ from activities.sandbox_runner import workflow_runner
 from bench.bare_workflow import BareWorkflow
 from runtime.connect import data_converter
 from runtime.search_attributes import ensure_search_attributes
-from workflows.agent import AgentWorkflow
+from workflows.run.agent import AgentWorkflow
 
 DEV_SERVER_ARGS = ["--log-level", "error"]
 """Server defaults otherwise: the figures describe the product as deployed, so continue-as-new
@@ -105,7 +105,7 @@ def worker(
 ) -> Worker:
     """AgentWorkflow and the bare workflow on one worker, so both pay the same worker costs, in
     the product's sandbox (`activities.sandbox_runner`: `workflows/` passed through). `reimport`:
-    Temporal's default sandbox instead, which imports `workflows.agent` again for every run (how
+    Temporal's default sandbox instead, which imports `workflows.run.agent` again for every run (how
     the worker ran before; a report-only variant)."""
     runner = SandboxedWorkflowRunner() if reimport else workflow_runner()
     return Worker(

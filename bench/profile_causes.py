@@ -19,11 +19,14 @@ CAUSES: tuple[tuple[str, tuple[str, ...]], ...] = (
         "the conversation read for each model call (`conversation_tail` query, both sides)",
         ("_apply_query_workflow", "WorkflowHandle.query", "AgentActivities._conversation"),
     ),
-    ("events and the live stream (workflow side)", ("workflows/event_log.py", "workflow_streams")),
+    (
+        "events and the live stream (workflow side)",
+        ("workflows/run/event_log.py", "workflow_streams"),
+    ),
     ("live text publisher (activity side)", ("activities/streaming.py",)),
     (
         "search attributes, memo, current details",
-        ("workflows/visibility.py", "upsert_search_attributes", "upsert_memo"),
+        ("workflows/run/visibility.py", "upsert_search_attributes", "upsert_memo"),
     ),
     (
         "payload conversion (SDK visitor, codec, converters)",

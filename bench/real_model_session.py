@@ -48,6 +48,8 @@ from temporalio.client import Client, WorkflowHandle
 from bench.harness import start_server
 from runtime.process import exit_now
 from workflows import names
+from workflows.contract.rules import PolicyRule
+from workflows.gate.policy import evaluate
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
@@ -62,8 +64,6 @@ from workflows.model import (
     ToolResultEvent,
     WarningEvent,
 )
-from workflows.policy import evaluate
-from workflows.rules import PolicyRule
 
 REPO = Path(__file__).resolve().parent.parent
 READY_SECONDS = 120.0

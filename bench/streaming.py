@@ -40,8 +40,8 @@ from runtime.connect import data_converter
 from runtime.search_attributes import ensure_search_attributes
 from starter.live import follow
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, Slow, _chunk, _delta, _Handler
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput
+from workflows.run.agent import AgentWorkflow
 
 TOKEN_CHARS = 4
 

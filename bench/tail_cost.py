@@ -12,7 +12,7 @@ from collections.abc import Callable
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from activities.conversation_cache import Held, joined
-from workflows.conversation_tail import (
+from workflows.conversation.tail import (
     EMPTY_DIGEST,
     ConversationTail,
     PrefixDigests,

@@ -10,7 +10,7 @@ Kinds:
   the messages read from `--floor-record` when its first round runs);
 - `logic`: AgentWorkflow with in-process fakes of the model and the tool, and the bare no-op steps.
 
-`--reimport` runs the workflows in Temporal's default sandbox (`workflows.agent` imported again
+`--reimport` runs the workflows in Temporal's default sandbox (`workflows.run.agent` imported again
 for every run) instead of the product's (`activities.sandbox_runner`); `--no-live-text` turns
 the live text of `call_llm` off.
 Prints `ready` once polling; exits on SIGTERM.

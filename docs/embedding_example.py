@@ -16,8 +16,8 @@ from temporalio.worker import Worker
 from activities.settings import Settings
 from activities.tools import Tool
 from worker import AgentPlugin
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput
+from workflows.run.agent import AgentWorkflow
 
 
 async def count_words(arguments: dict[str, Any]) -> int:

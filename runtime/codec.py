@@ -10,7 +10,7 @@ result carries only `encoding: binary/encrypted` and `encryption-key-id` in the 
 are not `binary/encrypted` decode unchanged, so runs recorded before encryption was switched on
 still read.
 
-Before sealing, the codec writes into the payload where it belongs (`workflows.seal`): the
+Before sealing, the codec writes into the payload where it belongs (`workflows.contract.seal`): the
 workflow id of the serialization context the SDK gives it, and the role and first run id that
 the project's clients name while they send (`sealed_for`, set by `runtime.seal_binding`). The
 record is inside the ciphertext; the associated data stays the key id, so payloads sealed before
@@ -41,8 +41,8 @@ from temporalio.converter import (
 )
 
 from runtime.setting_error import SettingError
+from workflows.contract.seal import NO_SEAL, SEAL_METADATA, Seal
 from workflows.names import PLAINTEXT_METADATA
-from workflows.seal import NO_SEAL, SEAL_METADATA, Seal
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.ciphers.aead import AESGCM

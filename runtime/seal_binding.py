@@ -1,4 +1,4 @@
-"""The client side of binding sealed payloads to their place (`workflows.seal`).
+"""The client side of binding sealed payloads to their place (`workflows.contract.seal`).
 
 Every client of the project (`runtime.connect`) carries `SealBindingInterceptor`: while it
 starts a workflow, signals one or sends it an update, it tells the codec the role of the
@@ -28,7 +28,7 @@ from temporalio.client import (
 
 from runtime.codec import sealed_for
 from workflows import names
-from workflows.seal import START_ROLE, Seal, signal_role, update_role
+from workflows.contract.seal import START_ROLE, Seal, signal_role, update_role
 
 RUN_BOUND_SIGNALS = frozenset(
     {names.SIGNAL_TOOL_APPROVAL, names.SIGNAL_CANCEL, names.SIGNAL_SEND_MESSAGE}

@@ -5,7 +5,7 @@ Every text goes through `starter.render`, as on the web page."""
 from __future__ import annotations
 
 from starter.render import answer_text, audit_action, audit_arguments, decided_by, moment, visible
-from workflows.audit import GRANT_BUDGET
+from workflows.gate.audit import GRANT_BUDGET
 from workflows.model import AuditView
 
 HEADER = ("#", "at", "call", "tool", "decision", "by", "arguments")

@@ -63,7 +63,7 @@ from starter.signed_answer import as_sent, groups_in_users_file, reopen_as_sent
 from starter.signed_question import question_as_sent
 from starter.web.auth import UsersFileError
 from workflows import names
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,

@@ -55,7 +55,8 @@ from starter.follow import follow
 from starter.output import Output
 from starter.render import call_text
 from workflows import names
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
+from workflows.contract.rules import ApprovalPolicy, Approvers, PolicyRule
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
@@ -73,7 +74,6 @@ from workflows.model import (
     ToolApprovalResponse,
     ToolCall,
 )
-from workflows.rules import ApprovalPolicy, Approvers, PolicyRule
 
 CONNECT_SECONDS = 5.0
 STORY_SECONDS = 120.0

@@ -34,7 +34,7 @@ from starter.render import call_text, pin_hint, quorum_text, visible
 from starter.signed_answer import as_sent, groups_in_users_file
 from starter.watch import Ended, Quiet, Restart, Text, watch
 from starter.web.auth import UsersFileError
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
 from workflows.model import (
     ApprovalExpiredEvent,
     AwaitingApprovalEvent,

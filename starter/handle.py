@@ -29,6 +29,7 @@ from temporalio.service import RPCError
 
 from starter.stream_transport import is_busy
 from workflows import names
+from workflows.contract.rules import ApprovalPolicy, PolicyView
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
@@ -45,7 +46,6 @@ from workflows.model import (
     ToolApprovalResponse,
     ToolCall,
 )
-from workflows.rules import ApprovalPolicy, PolicyView
 
 if TYPE_CHECKING:
     from starter.record import RunRecord

@@ -21,7 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from starter.handle import AgentHandle
 from workflows import names
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
 from workflows.model import (
     PERSON_PHASES,
     AgentStatus,

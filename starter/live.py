@@ -44,7 +44,6 @@ from temporalio.converter import PayloadConverter
 from starter.handle import AgentHandle
 from starter.stream_transport import StreamReader
 from workflows import names
-from workflows.event_log import EVENT_TEXT_LIMIT
 from workflows.model import (
     AgentEvent,
     FinishedEvent,
@@ -52,6 +51,7 @@ from workflows.model import (
     StreamDelta,
     TextDeltaEvent,
 )
+from workflows.run.event_log import EVENT_TEXT_LIMIT
 from workflows.shown import shorten
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from starter.errors import CliError
-from workflows.inputs import parse_approval_policy
-from workflows.rules import ApprovalPolicy, Decision, PolicyRule
+from workflows.contract.rules import ApprovalPolicy, Decision, PolicyRule
+from workflows.intake import parse_approval_policy
 
 
 def rule_from_spec(spec: str, decision: Decision) -> PolicyRule:

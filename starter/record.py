@@ -39,8 +39,8 @@ from temporalio.worker import (
 )
 
 from workflows import names
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentEvent, AgentStatus, AuditView, ChatMessage, Phase
+from workflows.run.agent import AgentWorkflow
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,8 @@ import re
 from datetime import UTC, datetime
 
 from starter.budget_text import budget_event_line
-from workflows.arguments import parse_arguments
+from workflows.contract.arguments import parse_arguments
+from workflows.contract.rules import PolicyEntry
 from workflows.model import (
     AgentEvent,
     AnswerEvent,
@@ -34,7 +35,6 @@ from workflows.model import (
     ToolResultEvent,
     WarningEvent,
 )
-from workflows.rules import PolicyEntry
 from workflows.shown import MULTILINE, arguments_display, one_line, text_block, visible
 
 TOOL_RESULT_PREVIEW = 300

@@ -4,9 +4,9 @@ runs, by when they closed: it offers no other order), one row per run chain (the
 run continued as new from are left out, and the row's start is the chain's first start).
 
 Finished runs of this release carry their decision counts and tokens in their memo, naming the run
-(`workflows.audit.audit_memo`), so a page of them costs one listing and no worker. Open runs have
-no memo yet: their phase is their `AgentStatus` search attribute, and their counts are asked for
-by the web app (`starter.web.run_counts`), not here.
+(`workflows.gate.audit.audit_memo`), so a page of them costs one listing and no worker. Open runs
+have no memo yet: their phase is their `AgentStatus` search attribute, and their counts are asked
+for by the web app (`starter.web.run_counts`), not here.
 
 Filters are visibility queries wherever visibility can answer them: the status by
 `ExecutionStatus` and `AgentStatus`, the text by `WorkflowId STARTS_WITH`. What it cannot answer
@@ -216,7 +216,7 @@ def parse_filter(status: str | None, text: str | None) -> RunFilter:
 
 def _own_memo(memo: Any, run_id: str) -> Any:
     """The memo when the run wrote it itself: one naming this very run
-    (`workflows.audit.audit_memo`). Any other (a client's own memo given at start, one of an
+    (`workflows.gate.audit.audit_memo`). Any other (a client's own memo given at start, one of an
     earlier release) says nothing: None."""
     return memo if isinstance(memo, dict) and memo.get("run_id") == run_id else None
 

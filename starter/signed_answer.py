@@ -11,7 +11,7 @@ from activities.approver_key import ApproverKey, sign_answer, sign_reopen
 from activities.environment import Environment
 from starter.handle import AgentHandle
 from starter.web.auth import UsersFile
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
 from workflows.model import ReopenRequest, ToolApprovalResponse
 
 

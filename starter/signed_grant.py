@@ -7,9 +7,9 @@ from collections.abc import Sequence
 
 from activities.approver_key import ApproverKey
 from starter.handle import AgentHandle
-from workflows.budget import decision_of_grant, signed_call
+from workflows.contract.signing import canonical_groups
 from workflows.model import BudgetGrant
-from workflows.signing import canonical_groups
+from workflows.people.budget import decision_of_grant, signed_call
 
 
 async def grant_as_sent(

@@ -15,6 +15,7 @@ from temporalio.client import Client
 from temporalio.exceptions import ApplicationError
 
 from workflows import names
+from workflows.contract.rules import WorkerPolicy
 from workflows.model import (
     ChatMessage,
     LlmRequest,
@@ -28,7 +29,6 @@ from workflows.model import (
     Usage,
     WorkerSetup,
 )
-from workflows.rules import WorkerPolicy
 
 
 def _takes(*names: str) -> dict[str, Any]:

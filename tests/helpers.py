@@ -9,8 +9,8 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentEvent, AgentRunInput, AgentRunResult, AgentStatus, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 
 async def start_run(

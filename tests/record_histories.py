@@ -43,7 +43,8 @@ from starter import live
 from tests.fakes import BigTools, FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, wait_until, worker_for
 from workflows import names
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
+from workflows.contract.rules import ApprovalPolicy, PolicyRule, WorkerPolicy
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -53,7 +54,6 @@ from workflows.model import (
     ToolApprovalResponse,
     ToolCall,
 )
-from workflows.rules import ApprovalPolicy, PolicyRule, WorkerPolicy
 
 HISTORIES = Path(__file__).parent / "histories"
 RELEASE = "1.0"

@@ -13,6 +13,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 from workflows import names
+from workflows.contract.tool_results import framework_error_message
 from workflows.model import (
     LlmRequest,
     LlmResponse,
@@ -22,7 +23,6 @@ from workflows.model import (
     ToolSpec,
     WorkerSetup,
 )
-from workflows.tool_results import framework_error_message
 
 HEARTBEAT_TIMEOUT = timedelta(seconds=20)
 """Activities heartbeat every 0.5 s; a worker that dies mid-activity is noticed after this."""

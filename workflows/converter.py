@@ -10,7 +10,7 @@ And it notes on an `AgentRunInput` whether the codec, holding keys, found it une
 started in plaintext (before the deployment had a key, or by a client without one) is not an
 encrypted run, so its signals are not refused for being plaintext, now or on a replay by a
 worker that has a key since. It also keeps the seal record the codec found inside a sealed
-input (`workflows.seal`), so the workflow can refuse an input sealed for another workflow.
+input (`workflows.contract.seal`), so the workflow can refuse an input sealed for another workflow.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.exceptions import ApplicationError
 
+from workflows.contract.seal import SEAL_METADATA
 from workflows.model import AgentRunInput, describe_validation
 from workflows.names import PLAINTEXT_METADATA
-from workflows.seal import SEAL_METADATA
 
 
 class AgentPayloadConverter(PydanticPayloadConverter):

@@ -29,8 +29,8 @@ from pydantic import (
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.exceptions import ApplicationError
 
-from workflows.rules import MAX_GROUPS, ApprovalPolicy, GroupName, PolicyRule, WorkerPolicy
-from workflows.signing import SIGNED_AT_PATTERN
+from workflows.contract.rules import MAX_GROUPS, ApprovalPolicy, GroupName, PolicyRule, WorkerPolicy
+from workflows.contract.signing import SIGNED_AT_PATTERN
 
 SIGNATURE_PATTERN = r"^[A-Za-z0-9+/]{43}=$"
 """An HMAC-SHA256 in standard base64."""
@@ -162,7 +162,7 @@ class ToolApprovalResponse(BaseModel):
     call of another run under the same workflow id is refused."""
     arguments_sha256: Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
     """The hex SHA-256 of the call's arguments as they were shown (the compact JSON text of the
-    parsed arguments, `workflows.arguments.arguments_digest`): an answer for a call whose
+    parsed arguments, `workflows.contract.arguments.arguments_digest`): an answer for a call whose
     arguments changed since is refused."""
     groups: Annotated[list[GroupName], Field(max_length=MAX_GROUPS)] | None = None
     """The approver's groups (the users file's): what an approver rule asks of who answers."""
@@ -170,8 +170,8 @@ class ToolApprovalResponse(BaseModel):
     """When the answer was signed (ISO-8601 UTC): with `signature` only."""
     signature: Annotated[StrictStr, Field(pattern=SIGNATURE_PATTERN)] | None = None
     """HMAC-SHA256 (base64) under `AGENT_APPROVER_KEY` of the approver, groups, workflow id, run
-    id, call id, `arguments_sha256`, decision and `signed_at` (`workflows.signing`): an answer
-    whose signature does not verify is refused."""
+    id, call id, `arguments_sha256`, decision and `signed_at` (`workflows.contract.signing`): an
+    answer whose signature does not verify is refused."""
 
     @model_validator(mode="after")
     def _signed_whole(self) -> ToolApprovalResponse:
@@ -227,8 +227,8 @@ class QuestionAnswer(BaseModel):
     """When the answer was signed (ISO-8601 UTC): with `signature` only."""
     signature: Annotated[StrictStr, Field(pattern=SIGNATURE_PATTERN)] | None = None
     """HMAC-SHA256 (base64) under `AGENT_APPROVER_KEY`, as an approval's, with the decision
-    `answer:<sha256 of the answer text>` (`workflows.questions.answer_decision`): an answer whose
-    signature does not verify is refused."""
+    `answer:<sha256 of the answer text>` (`workflows.people.ask_user.answer_decision`): an answer
+    whose signature does not verify is refused."""
 
     @model_validator(mode="after")
     def _signed_whole(self) -> QuestionAnswer:
@@ -250,8 +250,9 @@ class PendingQuestion(BaseModel):
     options: list[str] | None = None
     multiple: bool = False
     arguments_sha256: str = ""
-    """The digest of the `ask_user` call's arguments (`workflows.arguments.arguments_digest`):
-    what a signed answer is bound to, as an approval's is to its call's arguments."""
+    """The digest of the `ask_user` call's arguments
+    (`workflows.contract.arguments.arguments_digest`): what a signed answer is bound to, as an
+    approval's is to its call's arguments."""
 
 
 class QuestionRecord(BaseModel):
@@ -347,7 +348,7 @@ class AgentRunOptions(BaseModel):
     """Continue as new once the history has this many events, even before Temporal suggests it."""
     approval_policy: ApprovalPolicy | None = None
     """The run's rules, `{"rules": [...]}`: which calls run, are refused or wait for a person
-    without asking (see `workflows.policy`). Invalid rules fail the run at start."""
+    without asking (see `workflows.gate.policy`). Invalid rules fail the run at start."""
     max_repeats: Annotated[int, Field(ge=1, le=1_000)] = 3
     """The same call with the same arguments runs at most this many times in a run; the next
     one is answered "you already have that result" without running or asking anyone."""
@@ -362,7 +363,7 @@ class AgentRunOptions(BaseModel):
     """Compaction never drops or summarises the last this many rounds."""
     ask_user: bool | None = Field(default=None, exclude_if=lambda value: value is None)
     """Offer the model the `ask_user` tool: a question to a person, whose answer is the tool's
-    result (`workflows.questions`). None: the worker's `AGENT_ASK_USER`."""
+    result (`workflows.people.ask_user`). None: the worker's `AGENT_ASK_USER`."""
     max_run_tokens: Annotated[int, Field(gt=0)] | None = None
     """The run's token budget: the prompt and completion tokens the provider reported, all
     model calls added up. At it the run pauses (`budget_exhausted`) until a person grants more
@@ -742,7 +743,8 @@ class BudgetGrant(BaseModel):
     """The `grant_budget` update's payload: `{"tokens": N}` adds N tokens to the run's budget,
     `{"stop": true}` stops a run that waits at its budget (it finishes `budget`). Who grants
     (`approver`, the `groups` they belong to) is set by the web app or the starter, which sign
-    it when they hold `AGENT_APPROVER_KEY` (as answers are: `workflows.budget.verify_request`)."""
+    it when they hold `AGENT_APPROVER_KEY` (as answers are:
+    `workflows.people.budget.verify_request`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -888,7 +890,7 @@ class Inline(BaseModel):
 
 class Tail(BaseModel):
     """The messages a request adds to the conversation of the run's previous request (its
-    first `after` messages), each by where it came from (`workflows.conversation_parts`)."""
+    first `after` messages), each by where it came from (`workflows.conversation.parts`)."""
 
     after: int
     parts: list[ReplyOf | ResultOf | Inline]
@@ -1139,20 +1141,21 @@ class AgentState(BaseModel):
     """Pending calls a rule says a person must answer although their tool needs no approval."""
     call_runs: dict[str, int] = Field(default_factory=dict)
     """How often each distinct call (tool and arguments, hashed) ran in this run: the repeat
-    limit (`options.max_repeats`). Bounded (`workflows.repeats`). Runs of this release count per
-    turn (a session's next message starts again from zero), rejections included."""
+    limit (`options.max_repeats`). Bounded (`workflows.gate.repeats`). Runs of this release count
+    per turn (a session's next message starts again from zero), rejections included."""
     turn_rejections: dict[str, str | None] = Field(default_factory=dict)
     """The calls (hashed as in `call_runs`) a person rejected in this turn, with the reason
     given: the same call again is answered with that rejection without asking anyone. Bounded
-    (`workflows.repeats`)."""
+    (`workflows.gate.repeats`)."""
     context: ContextState = Field(default_factory=ContextState)
-    """The model's window and the compaction of its view (`workflows.context`)."""
+    """The model's window and the compaction of its view (`workflows.conversation.context`)."""
     setup: WorkerSetup | None = None
     """What `worker_setup` said (runs of this release; None before it answered)."""
     waited_for_person: bool = False
     """A call of this run waited for a person (its end is notified, with AGENT_NOTIFY_URL)."""
     audit: list[AuditEntry] = Field(default_factory=list)
-    """Every decision of the run, in order, across continue-as-new (bounded: `workflows.audit`)."""
+    """Every decision of the run, in order, across continue-as-new (bounded:
+    `workflows.gate.audit`)."""
     audit_counts: AuditCounts = Field(default_factory=AuditCounts)
     audit_dropped: int = 0
     audit_bytes: int = 0
@@ -1208,8 +1211,8 @@ class AgentRunInput(BaseModel):
     the conversation is in the state)."""
     _arrived_in_plaintext: bool = PrivateAttr(default=False)
     _sealed_for: dict[str, bytes] = PrivateAttr(default_factory=dict)
-    """The seal record (`workflows.seal`) the codec found inside the sealed input, as metadata:
-    set by the payload converter, never part of the JSON."""
+    """The seal record (`workflows.contract.seal`) the codec found inside the sealed input, as
+    metadata: set by the payload converter, never part of the JSON."""
 
     @property
     def arrived_in_plaintext(self) -> bool:

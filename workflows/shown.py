@@ -18,7 +18,7 @@ import json
 import unicodedata
 from typing import Any
 
-from workflows.arguments import parse_arguments
+from workflows.contract.arguments import parse_arguments
 
 HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 MULTILINE = "\n\t"
@@ -93,8 +93,8 @@ def one_line(text: str, limit: int | None = None) -> str:
 
 def arguments_display(arguments: Any) -> str:
     """Tool arguments as the value the tool will be given: parsed once
-    (`workflows.arguments`), as JSON on one line (`{"path": "logs"}`), non-ASCII as it is and
-    hidden characters escaped. Arguments that are not valid JSON are shown as the string they
+    (`workflows.contract.arguments`), as JSON on one line (`{"path": "logs"}`), non-ASCII as it is
+    and hidden characters escaped. Arguments that are not valid JSON are shown as the string they
     are, quoted and escaped, after `(invalid JSON)`."""
     parsed = parse_arguments(arguments)
     if not parsed.ok:

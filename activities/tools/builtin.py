@@ -28,8 +28,8 @@ from activities.tools.base import (
 from activities.tools.commands import run_command
 from activities.tools.fs import Workspace, open_file, open_folder, os_error, preview
 from activities.tools.sandbox import CommandPolicy, choose_policy
+from workflows.contract.tool_results import TRUNCATION_MARKER
 from workflows.shown import shorten
-from workflows.tool_results import TRUNCATION_MARKER
 
 READ_LIMIT_BYTES = 64 * 1024
 """`read_file` reads at most this much of a file."""

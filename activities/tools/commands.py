@@ -16,8 +16,8 @@ from activities.tools.fs import Workspace, os_error, preview
 from activities.tools.limits import limits_preexec
 from activities.tools.sandbox import SHELL, CommandPolicy, bwrap_argv, command_env
 from activities.tools.uplink import NetworkUnavailable, launcher_argv
+from workflows.contract.tool_results import TRUNCATION_MARKER
 from workflows.shown import shorten
-from workflows.tool_results import TRUNCATION_MARKER
 
 STDOUT_LIMIT = 8_000
 STDERR_LIMIT = 4_000

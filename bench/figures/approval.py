@@ -12,8 +12,8 @@ from bench.harness import Bench, median, new_id, new_queue, poll, worker
 from bench.report import Figure
 from bench.stubs import RUN_COMMAND, FakeAgent, bare_activities
 from workflows import names
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, AgentStatus, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 
 async def agent_latency(b: Bench, fake: FakeAgent, task_queue: str) -> float:

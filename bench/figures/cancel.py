@@ -19,8 +19,8 @@ from bench.fake_llm import FakeLlmServer
 from bench.harness import Bench, median, new_id, new_queue, poll, worker
 from bench.report import Figure
 from workflows import names
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, AgentRunResult, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 
 async def _true(value: bool) -> bool:

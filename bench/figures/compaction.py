@@ -21,8 +21,8 @@ from bench.figures.scale import REPEATS
 from bench.harness import Bench, median, new_id, new_queue, worker
 from bench.report import Figure
 from workflows import names
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentEvent, AgentRunInput, AgentRunOptions, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 RUNS = {"quick": 1, "full": 3}
 ROUNDS = 24

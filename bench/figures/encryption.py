@@ -18,8 +18,8 @@ from bench.stubs import LIST_DIR, FakeAgent
 from runtime.codec import ENV_KEY
 from runtime.connect import data_converter
 from workflows import names
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 CONTENT_SIZE = 1000
 

@@ -15,9 +15,9 @@ from typing import Any
 from bench.harness import Bench, generations, history_bytes, new_id, new_queue, worker
 from bench.report import Figure
 from bench.stubs import LIST_DIR, FakeAgent
-from workflows.agent import AgentWorkflow
 from workflows.bounds import MAX_CONVERSATION_BYTES
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 MAX_GENERATION_BYTES = 4 * 1024 * 1024
 

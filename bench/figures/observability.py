@@ -29,8 +29,8 @@ from runtime.trace_interceptor import AgentTracingInterceptor
 from tests.otlp_receiver import OtlpReceiver
 from tests.prometheus_text import scrape, total
 from workflows import names
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 REPO = Path(__file__).resolve().parents[2]
 TICKS = os.sysconf("SC_CLK_TCK")

@@ -19,8 +19,7 @@ from bench.floor import FairFloor, save_record
 from bench.harness import Bench, median, new_id, new_queue, round_times, worker
 from bench.report import Figure
 from workflows import names
-from workflows.agent import AgentWorkflow
-from workflows.conversation_tail import ConversationTails
+from workflows.conversation.tail import ConversationTails
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -29,6 +28,7 @@ from workflows.model import (
     LlmResponse,
     ToolRequest,
 )
+from workflows.run.agent import AgentWorkflow
 
 
 class LocalConversation:

@@ -17,8 +17,8 @@ from bench.procstat import rss_kib
 from bench.report import Figure
 from bench.worker_proc import worker_process
 from workflows import names
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, AgentStatus, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 
 async def start_paused(b: Bench, kind: str, task_queue: str) -> WorkflowHandle[Any, Any]:

@@ -10,8 +10,8 @@ import time
 
 from bench.harness import Bench, median
 from bench.report import Figure
-from workflows.policy import evaluate
-from workflows.rules import MAX_RULES, PolicyRule
+from workflows.contract.rules import MAX_RULES, PolicyRule
+from workflows.gate.policy import evaluate
 
 CALLS = {"quick": 500, "full": 5_000}
 """Evaluations per sample."""

@@ -23,7 +23,7 @@ from bench.figures.scale import agent_input, finished
 from bench.harness import Bench, bounded, new_id, new_queue
 from bench.procstat import cpu_seconds, total_cpu_seconds
 from bench.report import Figure, pair_spread
-from workflows.agent import AgentWorkflow
+from workflows.run.agent import AgentWorkflow
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIRS = {"quick": 1, "full": 2}

@@ -14,8 +14,8 @@ from bench.harness import Bench, median, new_id, new_queue, worker
 from bench.report import Figure
 from bench.stubs import FakeAgent, Stamps, bare_activities
 from runtime.connect import data_converter
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 
 async def record(b: Bench, rounds: int) -> tuple[WorkflowHistory, WorkflowHistory]:

@@ -9,7 +9,7 @@ The worker's CPU per round is a figure of its own, against the floor's on the sa
 
 Report-only variants, each on a worker process of its own against its own floor: the agent with
 compiled bytecode (what a machine without PYTHONDONTWRITEBYTECODE has), in Temporal's default
-sandbox (`workflows.agent` imported again for every run, as before `activities.sandbox_runner`),
+sandbox (`workflows.run.agent` imported again for every run, as before `activities.sandbox_runner`),
 and the workflow alone (model and tool faked in-process). The paused runs are figure `paused`."""
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from bench.harness import Bench, bounded, history_bytes, new_id, new_queue
 from bench.procstat import cpu_seconds, total_cpu_seconds
 from bench.report import Figure, pair_spread
 from bench.worker_proc import worker_process
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, AgentRunResult, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 VARIANT_PAIRS = 1
 """Pairs for each report-only variant (one keeps `full` within its time)."""
@@ -278,7 +278,7 @@ def variant_figures(runs: dict[str, list[tuple[Batch, Batch]]], small: str) -> l
         ),
         throughput_figure(
             "scale.throughput_reimport",
-            f"5. same, workflows.agent imported again per run{small}",
+            f"5. same, workflows.run.agent imported again per run{small}",
             runs["reimport"],
             "fair floor",
             note=(

@@ -25,9 +25,9 @@ from bench.report import Figure
 from bench.stubs import LIST_DIR, FakeAgent
 from runtime.connect import data_converter
 from runtime.payload_store import DEFAULT_MAX_CONVERSATION_MB, ENV_STORE, is_reference
-from workflows.agent import AgentWorkflow
 from workflows.bounds import json_bytes
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 ROUNDS = {"quick": 50, "full": 1000}
 """Rounds of the 500 B and 5 KB runs."""

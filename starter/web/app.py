@@ -65,7 +65,7 @@ from starter.web.paths import SegmentedPath, path_as_sent, segment, workflow_id_
 from starter.web.run_counts import OpenRunCounts
 from starter.web.security import Guard, Identity, SecurityHeaders, cross_site
 from workflows import names
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
 from workflows.model import ToolCall
 from workflows.shown import ELLIPSIS, arguments_display, shorten, text_block, visible
 

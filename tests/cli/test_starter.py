@@ -27,7 +27,7 @@ from activities.settings import Settings
 from starter.handle import AgentHandle
 from tests.helpers import events, status, wait_for_phase, wait_until
 from worker import run_worker
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
 from workflows.model import AgentRunResult, ToolApprovalResponse
 
 REPO = Path(__file__).resolve().parents[2]

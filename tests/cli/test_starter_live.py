@@ -22,8 +22,8 @@ from activities.settings import Settings
 from activities.tools import build_default_registry
 from tests.fake_openai import FakeOpenAI, Slow
 from tests.helpers import events, start_run
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput
+from workflows.run.agent import AgentWorkflow
 
 REPO = Path(__file__).resolve().parents[2]
 CHUNKS = 100

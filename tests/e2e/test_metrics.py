@@ -31,8 +31,8 @@ from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, Reply
 from tests.helpers import wait_for_phase, wait_until
 from tests.ports import free_port
 from tests.prometheus_text import Sample, names, scrape, total
+from workflows.contract.rules import ApprovalPolicy, PolicyRule
 from workflows.model import AgentRunInput, AgentRunOptions
-from workflows.rules import ApprovalPolicy, PolicyRule
 
 MARKER = "logs"
 """The path the model asks to delete: an argument, so it must never be a label value."""

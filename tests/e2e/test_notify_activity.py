@@ -27,7 +27,7 @@ from activities.settings import Settings
 from activities.tools import ToolRegistry
 from tests.notify_receiver import receiver_process
 from tests.ports import free_port
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
 from workflows.model import NotifyRequest
 
 TOKEN = "T0KEN-b7f3c9a1d2e4f6a8b0c2"

@@ -40,8 +40,7 @@ from tests.e2e.test_llm_worker_settings import worker_env as stopped_worker_env
 from tests.helpers import events, start_run, status, wait_for_phase
 from tests.notify_receiver import ReceiverProcess, receiver_process
 from tests.reliability.processes import ROOT, ManagedProcess, start_worker, worker_env
-from workflows.agent import AgentWorkflow
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -50,6 +49,7 @@ from workflows.model import (
     NotifyRequest,
     ToolApprovalResponse,
 )
+from workflows.run.agent import AgentWorkflow
 
 TOKEN = "hook-token-5f1e9a7c3b2d4e6f"
 INBOX = "http://inbox.example:8080"

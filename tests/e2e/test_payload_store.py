@@ -31,8 +31,8 @@ from tests.e2e.s3_server import AWS_ENV, S3Server, in_thread, s3_server
 from tests.e2e.test_e2e import Process, clean_env, spawn
 from tests.e2e.test_encryption_e2e import new_key, payloads, readable, temporal_cli
 from tests.helpers import wait_until
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunResult, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 MARKER = "plaintext-marker"
 PROMPT = "Please list the workspace. " + f"{MARKER} " * 20_000  # 340 KB: over 256 KiB

@@ -14,7 +14,7 @@ the name), `AGENT_E2E_LLM_API_KEY`, `AGENT_E2E_LLM_MAX_TOKENS` (default 512, so 
 not stop cannot run a round to its context limit), `AGENT_E2E_LLM_TIMEOUT_SECONDS` (default 900,
 the whole story).
 
-The person here answers through the product's own approval rules (`workflows.policy.evaluate`
+The person here answers through the product's own approval rules (`workflows.gate.policy.evaluate`
 over `APPROVER_RULES`), not a pattern of its own: read-only commands are approved, anything else
 (a deletion, a command with a shell operator or a newline) is rejected with a reason.
 
@@ -50,8 +50,10 @@ from activities.settings import Settings
 from activities.tools import build_default_registry
 from tests.helpers import events, status
 from workflows import names
-from workflows.agent import AgentWorkflow
-from workflows.conversation import invariant_violations
+from workflows.contract.rules import PolicyRule
+from workflows.contract.tool_results import invalid_arguments_message, rejection_message
+from workflows.conversation.record import invariant_violations
+from workflows.gate.policy import evaluate
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
@@ -64,9 +66,7 @@ from workflows.model import (
     ToolCall,
     ToolCallEvent,
 )
-from workflows.policy import evaluate
-from workflows.rules import PolicyRule
-from workflows.tool_results import invalid_arguments_message, rejection_message
+from workflows.run.agent import AgentWorkflow
 
 BASE_URL = (os.environ.get("AGENT_E2E_LLM_BASE_URL") or "").strip()
 MODEL = (os.environ.get("AGENT_E2E_LLM_MODEL") or "").strip() or "local"

@@ -22,8 +22,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from tests.ports import free_ports
 from tests.reliability.processes import ROOT, ManagedProcess, worker_env
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 
 def processes_env(env: WorkflowEnvironment, task_queue: str, tmp_path: Path) -> dict[str, str]:

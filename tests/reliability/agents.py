@@ -18,8 +18,7 @@ from temporalio.client import Client, WorkflowHandle
 from activities.settings import Settings
 from tests.helpers import events, messages, status, wait_until
 from worker import run_worker
-from workflows.agent import AgentWorkflow
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
@@ -28,6 +27,7 @@ from workflows.model import (
     ChatMessage,
     ToolCall,
 )
+from workflows.run.agent import AgentWorkflow
 
 
 @dataclass

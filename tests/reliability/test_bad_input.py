@@ -33,9 +33,9 @@ from tests.reliability.agents import (
     warnings_after,
 )
 from tests.reliability.processes import signal_cli, starter, temporal_cli
-from workflows.agent import AgentWorkflow
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import AgentRunResult
+from workflows.run.agent import AgentWorkflow
 
 
 @pytest.fixture(scope="module")

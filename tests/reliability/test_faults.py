@@ -40,9 +40,9 @@ from tests.reliability.processes import (
     start_worker,
     worker_env,
 )
-from workflows.agent import AgentWorkflow
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import AgentRunInput, AgentRunResult, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 SIDE_EFFECTS = "side_effects.txt"
 

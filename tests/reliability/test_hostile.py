@@ -32,7 +32,7 @@ from tests.reliability.processes import (
     worker_env,
 )
 from tests.workflow.test_handover import closing
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
 
 SECRET = "LLM_API_KEY=sk-hostile-secret"
 ENFORCED = {

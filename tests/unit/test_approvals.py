@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from workflows.approvals import Approvals
-from workflows.conversation import Conversation
+from workflows.conversation.record import Conversation
+from workflows.gate.approvals import Approvals
 from workflows.model import (
     AgentRunOptions,
     AgentState,

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from workflows import bounds
-from workflows.conversation import invariant_violations, unique_call_ids
+from workflows.conversation.record import invariant_violations, unique_call_ids
 from workflows.model import ChatMessage, ToolCall
 from workflows.shown import shorten
 

@@ -6,16 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from workflows.budget import (
-    NO_BUDGET,
-    base_limit,
-    decision_of_grant,
-    refusal,
-    signed_call,
-    verify_request,
-    who_may,
-)
-from workflows.inputs import parse_grant
+from workflows.intake import parse_grant
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -26,7 +17,16 @@ from workflows.model import (
     ChatMessage,
     Usage,
 )
-from workflows.state import handover
+from workflows.people.budget import (
+    NO_BUDGET,
+    base_limit,
+    decision_of_grant,
+    refusal,
+    signed_call,
+    verify_request,
+    who_may,
+)
+from workflows.run.handover import handover
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from workflows import context
+from workflows.conversation import context
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workflows import context
-from workflows.conversation import invariant_violations
+from workflows.conversation import context
+from workflows.conversation.record import invariant_violations
 from workflows.model import ChatMessage, ContextState, ToolCall
 
 

@@ -16,8 +16,8 @@ from activities.agent_activities import AgentActivities
 from activities.settings import Settings
 from activities.tools import build_default_registry
 from workflows import names
-from workflows.conversation import Conversation
-from workflows.conversation_tail import ConversationTails
+from workflows.conversation.record import Conversation
+from workflows.conversation.tail import ConversationTails
 from workflows.model import (
     AgentRunOptions,
     AgentState,

@@ -4,8 +4,8 @@ and the worker's bounded cache of what it last fetched, joined only when the dig
 from __future__ import annotations
 
 from activities.conversation_cache import NOTHING, ConversationCache, Held, joined
-from workflows.conversation import with_call
-from workflows.conversation_tail import EMPTY_DIGEST, PrefixDigests, extend
+from workflows.conversation.record import with_call
+from workflows.conversation.tail import EMPTY_DIGEST, PrefixDigests, extend
 from workflows.model import ChatMessage, ToolCall
 
 CALL = ToolCall(id="c1", name="read_file", arguments='{"path": "a"}')

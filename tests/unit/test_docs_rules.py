@@ -13,10 +13,10 @@ import pytest
 
 from activities.tools import build_default_registry
 from starter.policy_args import rule_from_spec
+from workflows.contract.rules import Decision, PolicyRule
+from workflows.gate.policy import evaluate
+from workflows.gate.rule_check import rule_problem
 from workflows.model import ToolSpec
-from workflows.policy import evaluate
-from workflows.rule_check import rule_problem
-from workflows.rules import Decision, PolicyRule
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_DOC = ROOT / "docs" / "approval-policy.md"

@@ -35,8 +35,8 @@ from runtime.decryption_log import WORKFLOW_LOGGER, DecryptionFailureFilter
 from starter.errors import translate
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, worker_for
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, ToolApprovalResponse
+from workflows.run.agent import AgentWorkflow
 
 
 def new_key() -> str:

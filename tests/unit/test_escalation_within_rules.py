@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 
 from activities.notify_message import json_body, slack_text
 from starter.render import event_line
-from workflows.expiry import escalated_groups, escalation_widens, rule_groups
+from workflows.contract.rules import Approvers
+from workflows.gate.quorum import Escalated, Votes, only_who_escalated
 from workflows.model import (
     AgentState,
     ApprovalEscalatedEvent,
@@ -17,8 +18,7 @@ from workflows.model import (
     ToolApprovalResponse,
     ToolCall,
 )
-from workflows.quorum import Escalated, Votes, only_who_escalated
-from workflows.rules import Approvers
+from workflows.people.expiry import escalated_groups, escalation_widens, rule_groups
 
 AT = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 SIGNED_AT = "2026-12-02T09:00:00Z"

@@ -2,13 +2,6 @@
 
 from __future__ import annotations
 
-from workflows.event_log import (
-    CARRIED_BYTES_BUDGET,
-    CARRIED_EVENTS,
-    CARRIED_TEXT_LIMIT,
-    EVENT_TEXT_LIMIT,
-    EventLog,
-)
 from workflows.model import (
     AgentRunOptions,
     AgentState,
@@ -20,6 +13,13 @@ from workflows.model import (
     ToolCallEvent,
     ToolResultEvent,
     WarningEvent,
+)
+from workflows.run.event_log import (
+    CARRIED_BYTES_BUDGET,
+    CARRIED_EVENTS,
+    CARRIED_TEXT_LIMIT,
+    EVENT_TEXT_LIMIT,
+    EventLog,
 )
 from workflows.shown import shorten
 

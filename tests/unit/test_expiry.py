@@ -9,16 +9,6 @@ from datetime import UTC, datetime
 
 from activities.notify_message import json_body, slack_text
 from starter.audit_table import audit_lines, counts_line
-from workflows.expiry import (
-    answer_problem,
-    approval_problem,
-    escalation_of,
-    extra_groups,
-    phase_of,
-    reopen_problem,
-    resolve_timeout_policy,
-    timeout_policy,
-)
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -30,6 +20,16 @@ from workflows.model import (
     ToolApprovalResponse,
     ToolCall,
     WorkerSetup,
+)
+from workflows.people.expiry import (
+    answer_problem,
+    approval_problem,
+    escalation_of,
+    extra_groups,
+    phase_of,
+    reopen_problem,
+    resolve_timeout_policy,
+    timeout_policy,
 )
 
 AT = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)

@@ -12,6 +12,7 @@ from temporalio.contrib.workflow_streams import WorkflowStreamState
 from temporalio.contrib.workflow_streams._types import PublisherState, _WorkflowStreamWireItem
 
 from runtime.connect import data_converter
+from workflows.contract.rules import ApprovalPolicy, PolicyRule
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -20,8 +21,7 @@ from workflows.model import (
     ChatMessage,
     WarningEvent,
 )
-from workflows.rules import ApprovalPolicy, PolicyRule
-from workflows.state import (
+from workflows.run.handover import (
     carried_once,
     fit_handover,
     handed_over,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workflows.inputs import (
+from workflows.intake import (
     MAX_REASON_CHARS,
     MAX_USER_MESSAGE_CHARS,
     parse_approval,

@@ -44,9 +44,9 @@ from tests.fake_openai import (
     unauthorized,
 )
 from tests.helpers import event_types, events, start_run, wait_until
-from workflows.agent import AgentWorkflow
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import AgentRunInput, ChatMessage, ErrorEvent, ToolCall, ToolSpec
+from workflows.run.agent import AgentWorkflow
 
 API_KEY = "sk-test-SECRET-0123456789"
 SPECS = [

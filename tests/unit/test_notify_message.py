@@ -15,7 +15,7 @@ from activities.notify_message import (
     slack_text,
     timestamp,
 )
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
 from workflows.model import NotifyRequest
 
 SINCE = datetime(2026, 3, 4, 5, 6, 7, 890_000, tzinfo=UTC)

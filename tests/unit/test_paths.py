@@ -1,4 +1,4 @@
-"""Paths mean one thing: a path parameter as rules see it (`workflows.paths`), and the docs'
+"""Paths mean one thing: a path parameter as rules see it (`workflows.gate.paths`), and the docs'
 "secrets stay on the worker" rule against every spelling of `.env`. Pure: no server."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workflows.paths import normal_path, rule_arguments
-from workflows.policy import evaluate
-from workflows.rules import PolicyRule
+from workflows.contract.rules import PolicyRule
+from workflows.gate.paths import normal_path, rule_arguments
+from workflows.gate.policy import evaluate
 
 SECRETS = PolicyRule(
     tool="read_file",

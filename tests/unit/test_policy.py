@@ -15,19 +15,19 @@ from activities.policy_file import (
     load_policy_file,
     worker_policy_from_env,
 )
-from workflows.arguments import arguments_json
 from workflows.bounds import MAX_ARGUMENT_CHARS
-from workflows.conversation import with_call
-from workflows.edits import edited_call
-from workflows.inputs import parse_approval, parse_approval_policy
-from workflows.model import (
-    AgentRunInput,
-    ApprovalEvent,
-    ChatMessage,
-    ToolApprovalResponse,
-    ToolCall,
+from workflows.contract.arguments import arguments_json
+from workflows.contract.rules import (
+    MAX_PATTERN_CHARS,
+    MAX_POLICY_BYTES,
+    MAX_RULES,
+    ApprovalPolicy,
+    PolicyRule,
+    WorkerPolicy,
 )
-from workflows.policy import (
+from workflows.conversation.record import with_call
+from workflows.gate.edits import edited_call
+from workflows.gate.policy import (
     Verdict,
     effective_rules,
     evaluate,
@@ -36,14 +36,14 @@ from workflows.policy import (
     rule_matches,
     value_text,
 )
-from workflows.remember import remember, remembered_rule
-from workflows.rules import (
-    MAX_PATTERN_CHARS,
-    MAX_POLICY_BYTES,
-    MAX_RULES,
-    ApprovalPolicy,
-    PolicyRule,
-    WorkerPolicy,
+from workflows.gate.remember import remember, remembered_rule
+from workflows.intake import parse_approval, parse_approval_policy
+from workflows.model import (
+    AgentRunInput,
+    ApprovalEvent,
+    ChatMessage,
+    ToolApprovalResponse,
+    ToolCall,
 )
 
 EXAMPLE = {

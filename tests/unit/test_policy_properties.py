@@ -14,9 +14,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workflows import globs
-from workflows.model import ToolApprovalResponse
-from workflows.policy import (
+from workflows.contract.rules import ApprovalPolicy, PolicyRule
+from workflows.gate import globs
+from workflows.gate.policy import (
     effective_rules,
     evaluate,
     parsed_arguments,
@@ -24,8 +24,8 @@ from workflows.policy import (
     policy_view,
     rule_matches,
 )
-from workflows.remember import remember, remembered_rule
-from workflows.rules import ApprovalPolicy, PolicyRule
+from workflows.gate.remember import remember, remembered_rule
+from workflows.model import ToolApprovalResponse
 
 METACHARACTERS = "\n\r\x00;&|`$><()\\'\""
 """Shell safety by position: `*`, `?` and classes of an allow pattern never match one of these

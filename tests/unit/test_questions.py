@@ -1,4 +1,4 @@
-"""The `ask_user` tool's rules (`workflows.questions`): what a call asks, which answers a question
+"""The `ask_user` tool's rules (`workflows.people.ask_user`): what a call asks, which answers a question
 takes, the result the model reads; the scripted model's question, and the notification."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 
 from activities.notify_message import json_body, slack_text
 from activities.scripted import ask_arguments, scripted_reply
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
 from workflows.model import ChatMessage, NotifyRequest, ToolCall
-from workflows.questions import (
+from workflows.people.ask_user import (
     ASK_USER,
     MAX_ANSWER_CHARS,
     Question,

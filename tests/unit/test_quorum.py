@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from starter.render import quorum_text, rule_line
+from workflows.contract.rules import Approvers, PolicyEntry, PolicyRule
+from workflows.gate.quorum import distinct_approvers, eligible, only_who, weaker_rule
 from workflows.model import Quorum, Vote
-from workflows.quorum import distinct_approvers, eligible, only_who, weaker_rule
-from workflows.rules import Approvers, PolicyEntry, PolicyRule
 
 OPS = Approvers(groups=("ops",), count=2)
 

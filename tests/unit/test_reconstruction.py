@@ -7,17 +7,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from workflows.arguments import parse_arguments
-from workflows.conversation import (
-    invariant_violations,
-    last_tool_call_index,
-    pending_calls,
-    unique_call_ids,
-)
-from workflows.model import ChatMessage, ToolCall
-from workflows.reconstruction import Execute, Respond, Step, plan_resume
-from workflows.shown import shorten
-from workflows.tool_results import (
+from workflows.contract.arguments import parse_arguments
+from workflows.contract.tool_results import (
     TRUNCATION_MARKER,
     envelope_error,
     framework_error_message,
@@ -26,6 +17,15 @@ from workflows.tool_results import (
     tool_not_found_message,
     tool_output_message,
 )
+from workflows.conversation.record import (
+    invariant_violations,
+    last_tool_call_index,
+    pending_calls,
+    unique_call_ids,
+)
+from workflows.gate.reconstruction import Execute, Respond, Step, plan_resume
+from workflows.model import ChatMessage, ToolCall
+from workflows.shown import shorten
 
 GUARDED = {"run_command", "delete_path"}
 KNOWN = {"run_command", "delete_path", "list_dir", "read_file"}

@@ -18,7 +18,7 @@ from starter.render import (
     text_block,
     visible,
 )
-from workflows.arguments import parse_arguments
+from workflows.contract.arguments import parse_arguments
 from workflows.model import (
     ApprovalEvent,
     AwaitingApprovalEvent,

@@ -1,4 +1,4 @@
-"""Rules that cannot match are refused (`workflows.rule_check`), and `starter run --deny` trims
+"""Rules that cannot match are refused (`workflows.gate.rule_check`), and `starter run --deny` trims
 the spaces that would make a dead rule. Pure: no server."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 
 from activities.tools import build_default_registry
 from starter.policy_args import rule_from_spec
+from workflows.contract.rules import PolicyRule, WorkerPolicy
+from workflows.gate.rule_check import rule_problem, unmatchable_rule, worker_policy_problem
 from workflows.model import ToolSpec
-from workflows.rule_check import rule_problem, unmatchable_rule, worker_policy_problem
-from workflows.rules import PolicyRule, WorkerPolicy
 
 GIT_STATUS = ToolSpec(
     name="git__git_status",

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from activities.scripted import HELP_TEXT, parse_intent, scripted_reply
-from workflows.conversation import invariant_violations
+from workflows.contract.tool_results import rejection_message
+from workflows.conversation.record import invariant_violations
 from workflows.model import ChatMessage, ToolCall
-from workflows.tool_results import rejection_message
 
 TOOLS = ["list_dir", "read_file", "run_command", "delete_path"]
 

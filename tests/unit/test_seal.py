@@ -11,7 +11,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.converter import WorkflowSerializationContext
 
 from runtime.codec import EncryptionCodec, parse_keys, sealed_for
-from workflows.seal import SEAL_METADATA, UNBOUND, Seal, seal_problem, signal_role
+from workflows.contract.seal import SEAL_METADATA, UNBOUND, Seal, seal_problem, signal_role
 
 KEYS = parse_keys({"AGENT_ENCRYPTION_KEY": base64.b64encode(os.urandom(32)).decode()})
 

@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from workflows.bounds import NEAR_LIMIT
-from workflows.context import CONTEXT_CUT
+from workflows.contract.tool_results import TRUNCATION_MARKER
+from workflows.conversation.context import CONTEXT_CUT
 from workflows.shown import COUNTED, ELLIPSIS, MORE, arguments_display, shorten, visible
-from workflows.tool_results import TRUNCATION_MARKER
 
 
 def test_short_text_is_left_as_it_is() -> None:

@@ -12,7 +12,7 @@ from activities.markers import interrupted_message
 from activities.telemetry import tool_outcome
 from runtime.metrics_runtime import MetricsAddressError, metrics_address, metrics_runtime
 from runtime.tracing import TracingConfigError, tracing_wanted
-from workflows.tool_results import (
+from workflows.contract.tool_results import (
     envelope_error,
     framework_error_message,
     invalid_arguments_message,

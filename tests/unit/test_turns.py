@@ -5,8 +5,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from workflows.approvals import Approvals
-from workflows.conversation import Conversation
+from workflows.conversation.record import Conversation
+from workflows.gate.approvals import Approvals
+from workflows.gate.repeats import (
+    MAX_REMEMBERED_REJECTIONS,
+    REMEMBERED_REASON_CHARS,
+    Repeats,
+    call_key,
+)
 from workflows.model import (
     AgentRunOptions,
     AgentState,
@@ -15,19 +21,13 @@ from workflows.model import (
     ToolCall,
     ToolSpec,
 )
-from workflows.notices import (
+from workflows.run.wording import (
     EMPTY_REPLY_NUDGE,
     empty_reply,
     nothing_returned_warning,
     nudged_already,
     repeat_limit_warning,
     round_limit_warning,
-)
-from workflows.repeats import (
-    MAX_REMEMBERED_REJECTIONS,
-    REMEMBERED_REASON_CHARS,
-    Repeats,
-    call_key,
 )
 
 SPECS = [ToolSpec(name="run_command", description="", parameters={}, requires_approval=True)]

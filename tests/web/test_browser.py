@@ -23,7 +23,7 @@ from tests.fake_openai import Slow, text, tool_calls
 from tests.helpers import events, of_type, wait_for_phase, wait_until
 from tests.helpers import status as status_of
 from tests.web.conftest import CHROMIUM, PASSWORD, Served, Worker, serve_web
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
 from workflows.model import AgentRunInput, AgentRunOptions, AgentRunResult
 
 pytestmark = pytest.mark.web

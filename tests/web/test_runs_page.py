@@ -23,7 +23,7 @@ from temporalio.client import Client, WorkflowHandle
 from tests.fake_openai import text, tool_calls
 from tests.helpers import wait_for_phase, wait_until
 from tests.web.conftest import CHROMIUM, PASSWORD, Served, Worker, serve_web
-from workflows.arguments import arguments_value
+from workflows.contract.arguments import arguments_value
 from workflows.model import AgentRunInput, AgentRunOptions, AgentRunResult, AuditView
 
 pytestmark = pytest.mark.web

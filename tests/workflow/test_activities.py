@@ -21,9 +21,9 @@ from activities.tools import build_default_registry
 from tests.fake_openai import FakeOpenAI, Slow
 from tests.helpers import event_types, events, start_run, wait_for_phase, wait_until
 from worker import heartbeat_tuning
-from workflows.agent import AgentWorkflow
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import AgentRunInput, ToolRequest
+from workflows.run.agent import AgentWorkflow
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from tests.helpers import (
     wait_for_phase,
     worker_for,
 )
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,

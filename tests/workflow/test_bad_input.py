@@ -22,7 +22,7 @@ from tests.helpers import (
     wait_until,
     worker_for,
 )
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import AgentRunInput, AgentRunOptions
 
 BINARY = RawValue(Payload(metadata={"encoding": b"binary/plain"}, data=b"\xff"))

@@ -22,7 +22,7 @@ from activities.settings import Settings
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, text, tool_calls
 from tests.helpers import events, messages, of_type, start_run, wait_for_phase, wait_until
 from worker import run_worker
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import AgentRunInput, AgentRunOptions
 
 

@@ -31,7 +31,7 @@ from tests.helpers import (
     worker_for,
 )
 from worker import heartbeat_tuning, run_worker
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import AgentRunInput, AgentRunOptions
 
 # Heartbeats carry activity cancellation to the worker: the tests' workers use the production

@@ -23,9 +23,9 @@ from activities.settings import Settings
 from activities.tools import build_default_registry
 from tests.fake_openai import FakeOpenAI, text, tool_calls
 from tests.helpers import events, of_type, start_run
-from workflows.agent import AgentWorkflow
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import AgentRunInput, AgentRunOptions
+from workflows.run.agent import AgentWorkflow
 
 WINDOW = 5_300
 BIG = 11_400

@@ -16,9 +16,9 @@ from runtime.search_attributes import ensure_search_attributes
 from tests.conftest import venv_binary
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, messages, start_run, status, wait_for_phase, wait_until
-from workflows.agent import AgentWorkflow
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import AgentRunInput, AgentRunOptions, LlmRequest, LlmResponse
+from workflows.run.agent import AgentWorkflow
 
 SUGGEST_AFTER = 150
 

@@ -31,8 +31,8 @@ from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, text, tool_calls
 from tests.helpers import start_run, wait_for_phase, wait_until
 from tests.workflow.test_conversation_tail import settings
 from workflows import names
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage, LlmRequest
+from workflows.run.agent import AgentWorkflow
 
 
 class Queries(Interceptor):

@@ -23,9 +23,9 @@ from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, text, tool_calls
 from tests.helpers import events, of_type, start_run, wait_for_phase, wait_until
 from tests.workflow.test_compaction_cache import BIG, SMALL_READS, WINDOW
 from workflows import names
-from workflows.agent import AgentWorkflow
-from workflows.conversation_tail import EMPTY_DIGEST, ConversationTail, TailRequest, extend
+from workflows.conversation.tail import EMPTY_DIGEST, ConversationTail, TailRequest, extend
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage, LlmRequest
+from workflows.run.agent import AgentWorkflow
 
 
 class Checked(AgentActivities):

@@ -23,6 +23,7 @@ from activities.plugin import run_worker
 from activities.settings import Settings
 from activities.tools import build_default_registry
 from tests.helpers import start_run, wait_for_phase
+from workflows.contract.rules import WorkerPolicy
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -32,7 +33,6 @@ from workflows.model import (
     ToolCall,
     ToolRequest,
 )
-from workflows.rules import WorkerPolicy
 
 SECRET = "LLM_API_KEY=sk-do-not-leak"
 

@@ -30,7 +30,8 @@ from tests.helpers import (
     wait_until,
     worker_for,
 )
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
+from workflows.contract.rules import ApprovalPolicy, WorkerPolicy
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -39,7 +40,6 @@ from workflows.model import (
     ReopenRequest,
     ToolApprovalResponse,
 )
-from workflows.rules import ApprovalPolicy, WorkerPolicy
 
 HOUR = 3600
 SHORT = 0.5

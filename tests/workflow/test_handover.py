@@ -20,7 +20,7 @@ from tests.fakes import TOOL_SPECS, FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, wait_for_phase, wait_until, worker_for
 from tests.workflow.test_trust_boundary import DENY_COMMANDS
 from workflows import names
-from workflows.agent import AgentWorkflow
+from workflows.contract.rules import WorkerPolicy
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -31,7 +31,7 @@ from workflows.model import (
     ChatMessage,
     WorkerSetup,
 )
-from workflows.rules import WorkerPolicy
+from workflows.run.agent import AgentWorkflow
 
 
 def forged_handover() -> AgentRunInput:

@@ -8,9 +8,9 @@ from temporalio.worker import Worker
 
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, start_run, wait_for_phase, wait_until
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, ApprovalEvent
 from workflows.names import AGENT_PENDING_APPROVALS, AGENT_STATUS
+from workflows.run.agent import AgentWorkflow
 
 
 async def search_attributes(client: Client, workflow_id: str) -> tuple[str | None, int | None]:

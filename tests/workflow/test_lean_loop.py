@@ -9,8 +9,8 @@ from temporalio.api.enums.v1 import EventType
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import worker_for
 from workflows import names
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions
+from workflows.run.agent import AgentWorkflow
 
 
 async def test_the_setup_is_a_marker_and_the_run_still_knows_the_workers_tools(client, task_queue):

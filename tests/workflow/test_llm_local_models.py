@@ -34,14 +34,14 @@ from tests.fake_openai import FakeOpenAI, Stall, text
 from tests.helpers import events, start_run, wait_for_phase
 from tests.workflow.test_llm_runs import one_call
 from workflows import names
-from workflows.agent import AgentWorkflow
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import (
     AgentRunInput,
     ChatMessage,
     ErrorEvent,
     LlmRequest,
 )
+from workflows.run.agent import AgentWorkflow
 
 SYSTEM = "After a tool response, answer in plain text."
 

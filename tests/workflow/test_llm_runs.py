@@ -47,7 +47,6 @@ from tests.unit.test_llm_client import (
     credentialed,
 )
 from workflows import names
-from workflows.agent import AgentWorkflow
 from workflows.model import (
     AgentEvent,
     AgentRunInput,
@@ -58,6 +57,7 @@ from workflows.model import (
     LlmRequest,
     LlmResponse,
 )
+from workflows.run.agent import AgentWorkflow
 
 API_KEY = "sk-runs-SECRET-5e2f"
 

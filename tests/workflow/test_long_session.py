@@ -21,9 +21,9 @@ from tests.fake_openai import FakeOpenAI, prompt_tokens
 from tests.helpers import events, of_type, start_run, wait_for_phase
 from tests.workflow.test_llm_local_models import settings_for
 from workflows import names
-from workflows.agent import AgentWorkflow
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
+from workflows.run.agent import AgentWorkflow
 
 WINDOW = 2_048
 SIZES = [2_000, 12_000, 4_000, 9_000, 3_000, 12_000, 6_000, 2_500, 11_000, 7_000]

@@ -22,9 +22,8 @@ from temporalio.worker import Worker
 from tests.fakes import FakeAgentActivities, base_execute, calls, text
 from tests.helpers import events, of_type, start_run, status, wait_for_phase, wait_until, worker_for
 from workflows import bounds
-from workflows.agent import AgentWorkflow
 from workflows.bounds import MAX_CONVERSATION_BYTES
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -33,6 +32,7 @@ from workflows.model import (
     ToolCall,
     Usage,
 )
+from workflows.run.agent import AgentWorkflow
 
 PAYLOAD_LIMIT = 2 * 1024 * 1024
 

@@ -18,9 +18,9 @@ from runtime.connect import data_converter
 from tests.fakes import FakeAgentActivities
 from tests.helpers import worker_for
 from workflows import names
-from workflows.agent import AgentWorkflow
 from workflows.converter import AgentPayloadConverter
-from workflows.notifications import AgentNotification
+from workflows.people.notifications import AgentNotification
+from workflows.run.agent import AgentWorkflow
 
 
 async def test_a_worker_gets_the_workflow_the_activities_and_the_heartbeat_tuning(

@@ -15,8 +15,8 @@ from temporalio.exceptions import ApplicationError
 
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, status, wait_for_phase, wait_until, worker_for
+from workflows.contract.rules import ApprovalPolicy, PolicyRule, PolicyView, WorkerPolicy
 from workflows.model import AgentRunInput, AgentRunOptions
-from workflows.rules import ApprovalPolicy, PolicyRule, PolicyView, WorkerPolicy
 
 
 def policy(*rules: dict[str, Any]) -> ApprovalPolicy:

@@ -13,10 +13,10 @@ from temporalio import activity, workflow
 from temporalio.worker import Worker
 
 from activities.policy_file import PolicyActivities
+from workflows.contract.rules import ApprovalPolicy, PolicyView, WorkerPolicy
+from workflows.gate.policy import effective_rules, evaluate, policy_view
+from workflows.gate.remember import remember, remembered_rule
 from workflows.model import ToolApprovalResponse
-from workflows.policy import effective_rules, evaluate, policy_view
-from workflows.remember import remember, remembered_rule
-from workflows.rules import ApprovalPolicy, PolicyView, WorkerPolicy
 
 
 class ProbeInput(BaseModel):

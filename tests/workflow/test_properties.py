@@ -16,9 +16,9 @@ from temporalio.service import RPCError
 
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, status, wait_until, worker_for
-from workflows.conversation import invariant_violations, pending_calls
+from workflows.conversation.record import invariant_violations, pending_calls
+from workflows.gate.reconstruction import Execute, Respond, plan_resume
 from workflows.model import AgentRunInput, ChatMessage, ToolCall
-from workflows.reconstruction import Execute, Respond, plan_resume
 
 GUARDED = {"run_command", "delete_path"}
 KNOWN = {"list_dir", "read_file", "run_command", "delete_path"}

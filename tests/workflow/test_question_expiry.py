@@ -19,7 +19,7 @@ from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, status, wait_for_phase, wait_until, worker_for
 from workflows import names
 from workflows.model import AgentRunInput, AgentRunOptions, AgentStatus, AuditView
-from workflows.questions import ASK_USER
+from workflows.people.ask_user import ASK_USER
 
 HOUR = 3600
 SHORT = 0.5

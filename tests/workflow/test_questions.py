@@ -13,9 +13,9 @@ from temporalio.client import WorkflowUpdateFailedError
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, status, wait_for_phase, worker_for
 from workflows import names
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
 from workflows.model import AgentRunInput, AgentRunOptions, AuditView, PendingQuestion
-from workflows.questions import ASK_USER
+from workflows.people.ask_user import ASK_USER
 
 COLOR = json.dumps({"question": "Which color?", "options": ["red", "blue"]})
 

@@ -15,9 +15,9 @@ from activities.approver_key import AnswerVerifier, ApproverKey, sign_answer
 from activities.plugin import AgentPlugin
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, status, wait_for_phase
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
+from workflows.contract.rules import ApprovalPolicy, PolicyRule, WorkerPolicy
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage, ToolApprovalResponse
-from workflows.rules import ApprovalPolicy, PolicyRule, WorkerPolicy
 
 KEY = ApproverKey(os.urandom(32))
 ARGS = '{"path": "logs"}'

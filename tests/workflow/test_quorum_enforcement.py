@@ -17,10 +17,10 @@ from activities.agent_activities import AgentActivities
 from activities.approver_key import ApproverKey
 from activities.settings import Settings
 from activities.tools import build_default_registry
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
+from workflows.contract.rules import WorkerPolicy
+from workflows.contract.signing import SignedFields, signed_at_text
 from workflows.model import ToolRequest, Vote
-from workflows.rules import WorkerPolicy
-from workflows.signing import SignedFields, signed_at_text
 
 RAW = os.urandom(32)
 KEY = ApproverKey(RAW)

@@ -18,8 +18,8 @@ from temporalio.worker import Replayer
 
 from activities.sandbox_runner import workflow_runner
 from runtime.connect import data_converter
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunResult, WorkerSetup
+from workflows.run.agent import AgentWorkflow
 
 HISTORIES = sorted((Path(__file__).parent.parent / "histories").glob("*/*.json"))
 """Every release's recordings, in `histories/<release>/`: 0.7's (the loop 1.0 carries, cut from

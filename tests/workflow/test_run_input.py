@@ -14,8 +14,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from tests.fakes import FakeAgentActivities, text
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunResult
+from workflows.run.agent import AgentWorkflow
 
 
 async def test_a_plain_prompt_is_a_user_message(client, task_queue):

@@ -15,9 +15,9 @@ from tests.helpers import (
     wait_for_phase,
     wait_until,
 )
-from workflows.agent import AgentWorkflow
-from workflows.conversation import invariant_violations
+from workflows.conversation.record import invariant_violations
 from workflows.model import AgentRunInput, AgentRunOptions
+from workflows.run.agent import AgentWorkflow
 
 
 async def test_session_waits_for_messages_and_counts_rounds_per_turn(client, task_queue):

@@ -16,7 +16,7 @@ from activities.approver_key import AnswerVerifier, ApproverKey, sign_answer
 from activities.plugin import AgentPlugin
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, wait_for_phase
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
 from workflows.model import AgentRunInput, ToolApprovalResponse
 
 KEY = ApproverKey(os.urandom(32))

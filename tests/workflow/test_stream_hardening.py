@@ -20,8 +20,8 @@ from temporalio.contrib.workflow_streams import PollInput, PollResult
 from tests.cli.test_temporal_cli import Cli
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, status, wait_for_phase, wait_until, worker_for
-from workflows.live_stream import MAX_STREAM_POLLERS, STREAM_POLL_UPDATE, STREAM_PUBLISH_SIGNAL
 from workflows.model import AgentRunInput, LlmResponse, StreamDelta
+from workflows.run.live_stream import MAX_STREAM_POLLERS, STREAM_POLL_UPDATE, STREAM_PUBLISH_SIGNAL
 
 PUBLISH = STREAM_PUBLISH_SIGNAL
 

@@ -23,8 +23,8 @@ from activities.tools import build_default_registry
 from starter.live import follow
 from tests.fake_openai import CutOff, FakeOpenAI, FakeOpenAIServer, Slow, text, tool_calls
 from tests.helpers import events, messages, start_run, wait_until
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentEvent, AgentRunInput, AgentRunOptions, FinishReason
+from workflows.run.agent import AgentWorkflow
 
 
 @pytest.fixture

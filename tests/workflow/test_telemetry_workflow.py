@@ -27,9 +27,9 @@ from runtime.trace_interceptor import AgentTracingInterceptor
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, wait_until, worker_for
 from tests.workflow.test_replay import HISTORIES, _name, load
-from workflows.agent import AgentWorkflow
 from workflows.metrics import RunTracking, waiting_here
 from workflows.model import AgentRunInput, AgentRunOptions
+from workflows.run.agent import AgentWorkflow
 from workflows.waiting_runs import WAITING_RUNS
 
 

@@ -22,7 +22,8 @@ from tests.helpers import (
     worker_for,
 )
 from workflows import names
-from workflows.arguments import arguments_digest
+from workflows.contract.arguments import arguments_digest
+from workflows.contract.rules import PolicyRule, WorkerPolicy
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -31,7 +32,6 @@ from workflows.model import (
     ToolApprovalResponse,
     ToolCall,
 )
-from workflows.rules import PolicyRule, WorkerPolicy
 
 DENY_COMMANDS = WorkerPolicy(
     enforced=[PolicyRule(tool="run_command", decision="deny", reason="no commands here")]

@@ -31,9 +31,9 @@ from tests.helpers import (
     worker_for,
 )
 from workflows import names
-from workflows.agent import AgentWorkflow
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
-from workflows.notices import EMPTY_REPLY_NUDGE
+from workflows.run.agent import AgentWorkflow
+from workflows.run.wording import EMPTY_REPLY_NUDGE
 
 ECHO = '{"command": "echo hi"}'
 HERE = '{"path": "."}'

@@ -1,0 +1,210 @@
+"""A run's token budget: the one owner of `state.budget`.
+
+The budget is `options.max_run_tokens`, never more than the worker's cap (`AGENT_MAX_RUN_TOKENS`,
+read with the worker's setup), plus what people granted. What it spends is every token the
+provider reported (`state.usage`: the replies and the compaction summaries, across
+continue-as-new). At the budget the loop calls the model no more: the run waits in phase
+`budget_exhausted` until a person grants tokens (`grant_budget {"tokens": N}`: the budget grows
+by N, beyond the worker's cap too: a grant is a person's decision, the cap only bounds what a
+run may ask for itself) or stops it (`{"stop": true}`: it finishes `budget`). A run with no
+budget has none of this: no event, no command, no state.
+
+A grant is signed as answers are (`workflows.contract.signing`, decision `grant:N` or `stop`), over
+the budget as it stands (`budget:<limit>` where an answer names its call, no arguments digest), so a
+signed grant cannot be sent again once it took effect; the worker checks it (`verify_answer`).
+With the worker's `AGENT_BUDGET_GROUPS` set, only a signed grant by a person of those groups is
+taken: groups a grant merely claims are not believed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from temporalio import workflow
+
+from workflows.contract.signing import VerifyRequest
+from workflows.gate.audit import record_grant
+from workflows.model import (
+    AgentState,
+    BaseEvent,
+    BudgetExhaustedEvent,
+    BudgetGrant,
+    BudgetGrantedEvent,
+    BudgetState,
+    BudgetStatus,
+    BudgetStoppedEvent,
+    Phase,
+)
+from workflows.people.signatures import signature_refusal
+
+NO_BUDGET = "this run has no token budget (options.max_run_tokens, AGENT_MAX_RUN_TOKENS)"
+
+
+def base_limit(asked: int | None, cap: int | None) -> int | None:
+    """The run's own limit: what it asked for, never more than the worker's cap (either alone
+    when the other is unset; None: no budget)."""
+    given = [n for n in (asked, cap) if n is not None]
+    return min(given) if given else None
+
+
+def signed_call(limit: int) -> str:
+    """What a signed grant names in place of a call: the budget as it stood."""
+    return f"budget:{limit}"
+
+
+def decision_of_grant(grant: BudgetGrant) -> str:
+    """A grant's decision as signed: `grant:N` or `stop`."""
+    return "stop" if grant.stop else f"grant:{grant.tokens}"
+
+
+def verify_request(
+    grant: BudgetGrant, *, workflow_id: str, run_id: str, limit: int
+) -> VerifyRequest:
+    """What a grant's signature must cover, as this run knows it (`run_id`: the first run id
+    of the run's chain)."""
+    return VerifyRequest(
+        approver=grant.approver or "",
+        groups=list(grant.groups),
+        workflow_id=workflow_id,
+        run_id=run_id,
+        call_id=signed_call(limit),
+        arguments_sha256="",
+        decision=decision_of_grant(grant),
+        signed_at=grant.signed_at or "",
+        signature=grant.signature or "",
+    )
+
+
+def who_may(groups: Sequence[str]) -> str:
+    """`ops`, `ops or admins`, `ops, dev or admins`."""
+    names = list(groups)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def refusal(
+    grant: BudgetGrant,
+    budget: BudgetStatus | None,
+    *,
+    allowed_groups: Sequence[str],
+    finished: bool,
+    stopping: bool,
+) -> str | None:
+    """Why a grant is refused (it then changes nothing), or None."""
+    if finished:
+        return "the run has finished"
+    if budget is None:
+        return NO_BUDGET
+    if allowed_groups and not set(grant.groups) & set(allowed_groups):
+        return f"only {who_may(allowed_groups)} may grant tokens or stop a run at its budget"
+    if allowed_groups and grant.signature is None:
+        return (
+            f"only {who_may(allowed_groups)} may grant tokens or stop a run at its budget, with a"
+            " signed grant (AGENT_APPROVER_KEY): groups a grant only claims are not believed"
+        )
+    if stopping:
+        return "the run is already stopping at its budget"
+    if grant.stop and budget.used < budget.limit:
+        return (
+            f"the run is not at its token budget (used {budget.used} of {budget.limit} tokens):"
+            " cancel it to stop it"
+        )
+    return None
+
+
+class Budget:
+    def __init__(
+        self,
+        state: AgentState,
+        *,
+        emit: Callable[[BaseEvent], None],
+        set_phase: Callable[[Phase, str], None],
+        tell: Callable[[int, int], None],
+    ) -> None:
+        self._state = state
+        self._tell = tell
+        """Notify people that the run waits at its budget (used, limit)."""
+        self._emit = emit
+        self._set_phase = set_phase
+
+    def _carried(self) -> BudgetState:
+        if self._state.budget is None:
+            self._state.budget = BudgetState()
+        return self._state.budget
+
+    def status(self) -> BudgetStatus | None:
+        """Used and limit (None: the run has no budget)."""
+        state = self._state
+        cap = state.setup.max_run_tokens if state.setup is not None else None
+        limit = base_limit(state.options.max_run_tokens, cap)
+        if limit is None:
+            return None
+        granted = state.budget.granted if state.budget is not None else 0
+        return BudgetStatus(used=state.usage.total, limit=limit + granted, granted=granted)
+
+    def spent(self) -> bool:
+        """Whether the run may call the model no more (its tokens reached the budget)."""
+        budget = self.status()
+        return budget is not None and budget.used >= budget.limit
+
+    @property
+    def stopped(self) -> bool:
+        return self._state.budget is not None and self._state.budget.stopped_by is not None
+
+    async def wait(self, *, handing_over: Callable[[], bool]) -> bool:
+        """Wait, at the budget, for a grant, a stop, a cancel or continue-as-new. True when a
+        person stopped the run (it finishes `budget`); else the loop goes round again."""
+        budget = self.status()
+        assert budget is not None
+        carried = self._carried()
+        if not carried.announced:
+            carried.announced = True
+            self._emit(BudgetExhaustedEvent(used=budget.used, limit=budget.limit))
+            self._tell(budget.used, budget.limit)
+        self._set_phase("budget_exhausted", f"used {budget.used} of {budget.limit} tokens")
+        state = self._state
+        await workflow.wait_condition(
+            lambda: self.stopped or not self.spent() or state.cancel is not None or handing_over()
+        )
+        return self.stopped
+
+    def refusal(self, grant: BudgetGrant, *, allowed: Sequence[str], finished: bool) -> str | None:
+        return refusal(
+            grant, self.status(), allowed_groups=allowed, finished=finished, stopping=self.stopped
+        )
+
+    async def signature_problem(self, grant: BudgetGrant) -> str | None:
+        """Why a signed grant is refused (its signature does not hold for this run's budget as
+        it stands), or None; the worker checks it, the key never enters the workflow."""
+        budget = self.status()
+        if grant.signature is None or budget is None:
+            return None
+        info = workflow.info()
+        request = verify_request(
+            grant,
+            workflow_id=info.workflow_id,
+            run_id=info.first_execution_run_id,
+            limit=budget.limit,
+        )
+        return await signature_refusal(request, "the grant")
+
+    def grant(self, grant: BudgetGrant) -> BudgetStatus:
+        """Apply a grant that `refusal` let through: more tokens, or the stop."""
+        carried = self._carried()
+        before = self.status()
+        assert before is not None
+        record_grant(self._state, grant, workflow.now())
+        if grant.stop:
+            carried.stopped_by = grant.approver or ""
+            self._emit(
+                BudgetStoppedEvent(used=before.used, limit=before.limit, approver=grant.approver)
+            )
+            return before
+        assert grant.tokens is not None
+        carried.granted += grant.tokens
+        carried.announced = False  # the next exhaustion is announced again
+        after = self.status()
+        assert after is not None
+        self._emit(
+            BudgetGrantedEvent(tokens=grant.tokens, limit=after.limit, approver=grant.approver)
+        )
+        return after

@@ -1,0 +1,57 @@
+"""What people see of a run without reading code: the inbox's search attributes (`AgentStatus`,
+`AgentPendingApprovals`, so runs waiting for a person are findable across the cluster) and the
+run's current details in the Temporal UI."""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+from workflows import names
+from workflows.bounds import arguments_text
+from workflows.model import Phase, ToolCall
+from workflows.people.ask_user import Question
+from workflows.shown import shorten
+
+
+class Visibility:
+    def __init__(self) -> None:
+        self._published: tuple[str, int] | None = None
+
+    def show(self, phase: Phase, details: str, pending: int = 0) -> None:
+        """Set the current details, and the search attributes when they changed (an upsert is a
+        command in history: only changes are written)."""
+        workflow.set_current_details(details)
+        if self._published != (phase, pending):
+            self._published = (phase, pending)
+            workflow.upsert_search_attributes(
+                [
+                    names.AGENT_STATUS.value_set(phase),
+                    names.AGENT_PENDING_APPROVALS.value_set(pending),
+                ]
+            )
+
+
+def describe_waiting(round_: int, waiting: list[ToolCall]) -> str:
+    lines = [f"round {round_}: awaiting approval of {len(waiting)} call(s)"]
+    for call in waiting:
+        lines.append(f"- {call.id}: {call.name} {shorten(arguments_text(call.arguments), 200)}")
+    return "\n".join(lines)
+
+
+def describe_questions(round_: int, questions: list[Question], calls: list[ToolCall]) -> str:
+    """The details while questions (and maybe calls) wait for a person."""
+    lines = [f"round {round_}: awaiting the answer to {len(questions)} question(s)"]
+    for question in questions:
+        lines.append(f"- {question.call_id}: {shorten(question.question, 200)}")
+    if calls:
+        lines.append(describe_waiting(round_, calls))
+    return "\n".join(lines)
+
+
+def describe_expired(round_: int, waiting: list[ToolCall]) -> str:
+    """The details while every waiting call expired: nobody is being asked until someone asks
+    again."""
+    lines = [f"round {round_}: {len(waiting)} call(s) expired unanswered (ask again, or reject)"]
+    for call in waiting:
+        lines.append(f"- {call.id}: {call.name} {shorten(arguments_text(call.arguments), 200)}")
+    return "\n".join(lines)
