@@ -10,7 +10,14 @@ from datetime import UTC, datetime
 from activities.notify_message import json_body, slack_text
 from starter.render import event_line
 from workflows.contract.rules import Approvers
-from workflows.gate.quorum import Escalated, Votes, only_who_escalated
+from workflows.gate.quorum import (
+    Escalated,
+    Votes,
+    escalated_groups,
+    escalation_widens,
+    only_who_escalated,
+    rule_groups,
+)
 from workflows.model import (
     AgentState,
     ApprovalEscalatedEvent,
@@ -18,7 +25,6 @@ from workflows.model import (
     ToolApprovalResponse,
     ToolCall,
 )
-from workflows.people.expiry import escalated_groups, escalation_widens, rule_groups
 
 AT = datetime(2026, 12, 2, 9, 0, tzinfo=UTC)
 SIGNED_AT = "2026-12-02T09:00:00Z"

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 
 from activities.notify_message import json_body, slack_text
 from starter.audit_table import audit_lines, counts_line
+from workflows.gate.quorum import approval_problem, extra_groups
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -23,9 +24,7 @@ from workflows.model import (
 )
 from workflows.people.expiry import (
     answer_problem,
-    approval_problem,
     escalation_of,
-    extra_groups,
     phase_of,
     reopen_problem,
     resolve_timeout_policy,

@@ -24,7 +24,7 @@ from workflows.conversation.record import Conversation
 from workflows.gate.audit import record_decision
 from workflows.gate.edits import Edit, edited_call
 from workflows.gate.policy import Verdict
-from workflows.gate.quorum import Escalated, Votes
+from workflows.gate.quorum import Escalated, Votes, approval_problem, escalated_groups, rule_groups
 from workflows.gate.reconstruction import runnable
 from workflows.gate.remember import remember, remembered_rule
 from workflows.gate.repeats import Repeats
@@ -42,7 +42,6 @@ from workflows.model import (
     ToolCallEvent,
     ToolSpec,
 )
-from workflows.people.expiry import approval_problem, escalated_groups, rule_groups
 from workflows.shown import shorten
 
 CHANGED_SINCE_SHOWN = "the call changed since it was shown"

@@ -204,3 +204,49 @@ class Votes:
 
     def clear(self) -> None:
         self._state.votes.clear()
+
+
+# ---- escalation and expiry: who may answer a waiting call
+
+
+def extra_groups(state: AgentState, call_id: str) -> list[str]:
+    """The groups that may answer `call_id` besides those its rule names: the groups it was
+    escalated to (none before it waited `approval_escalate_after_seconds`)."""
+    return list(state.escalations.get(call_id, []))
+
+
+def escalation_widens(enforced: Approvers | None) -> bool:
+    """Whether a call's escalation groups may answer it besides its approver rule's groups:
+    unless the worker's enforced rule (`enforced`, its approvers) decides the call (the worker
+    counts that rule's groups alone)."""
+    return enforced is None
+
+
+def escalated_groups(state: AgentState, call_id: str, enforced: Approvers | None) -> Escalated:
+    """The groups `call_id` was escalated to, as its votes are counted: eligible besides its
+    rule's groups (`counted`), or not (`withheld`: `enforced` decides it)."""
+    groups = tuple(extra_groups(state, call_id))
+    if escalation_widens(enforced):
+        return Escalated(counted=groups)
+    return Escalated(withheld=groups)
+
+
+def rule_groups(enforced: Approvers | None) -> list[str] | None:
+    """For an escalated call: the groups of the worker's enforced approver rule, the only ones
+    that may answer it (an escalation does not widen that rule), or None: the escalation groups
+    may answer it too."""
+    if enforced is None:
+        return None
+    return list(enforced.groups)
+
+
+def approval_problem(state: AgentState, response: ToolApprovalResponse) -> str | None:
+    """Why an answer is refused because its call expired, or None: an expired call may be
+    rejected, but approved only after it was asked again."""
+    if response.approved and response.call_id in state.expired:
+        shown = shorten(response.call_id, bounds.ECHO_CHARS)
+        return (
+            f"call '{shown}' has expired: ask again first (reopen_approval, `Ask again`), or"
+            " reject it"
+        )
+    return None

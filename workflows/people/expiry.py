@@ -10,14 +10,13 @@ it is answered only after it was asked again (`answer_problem`), and asking agai
 `question_waiting` once more.
 
 With `approval_escalate_after_seconds` and `approval_escalate_to` (the run's, else the worker's
-AGENT_ESCALATE_AFTER_SECONDS and AGENT_ESCALATE_TO), the calls still unanswered that long after
-the wait began are escalated: an `approval_escalated` event and notification, and the groups are
-eligible to answer them too (`extra_groups`): under no approver rule anyone may answer anyway,
-and under a run's own approver rule they vote as its groups do. Under the worker's enforced
-approver rule they do not: the worker counts
-that rule's groups alone as the call runs, so their vote is refused at once
-(`escalated_groups`), and the event and notification name the rule's groups as the only ones
-that may answer (`rule_groups`).
+AGENT_ESCALATE_AFTER_SECONDS and AGENT_ESCALATE_TO), the calls still unanswered that long after the
+wait began are escalated: an `approval_escalated` event and notification, and the groups are
+eligible to answer them too (`gate.quorum.extra_groups`): under no approver rule anyone may answer
+anyway, and under a run's own approver rule they vote as its groups do. Under the worker's enforced
+approver rule they do not: the worker counts that rule's groups alone as the call runs, so their
+vote is refused at once (`gate.quorum.escalated_groups`), and the event and notification name the
+rule's groups as the only ones that may answer (`gate.quorum.rule_groups`).
 
 No I/O: the workflow hands in the clock, where events go and who is notified.
 """
@@ -29,9 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from workflows import bounds, metrics
-from workflows.contract.rules import Approvers
 from workflows.gate.audit import record_action
-from workflows.gate.quorum import Escalated
 from workflows.model import (
     AgentRunOptions,
     AgentState,
@@ -42,7 +39,6 @@ from workflows.model import (
     BaseEvent,
     Phase,
     ReopenRequest,
-    ToolApprovalResponse,
     ToolCall,
     WorkerSetup,
 )
@@ -91,37 +87,6 @@ def escalation_of(options: AgentRunOptions, setup: WorkerSetup | None) -> Escala
     return Escalation(after, kept)
 
 
-def extra_groups(state: AgentState, call_id: str) -> list[str]:
-    """The groups that may answer `call_id` besides those its rule names: the groups it was
-    escalated to (none before it waited `approval_escalate_after_seconds`)."""
-    return list(state.escalations.get(call_id, []))
-
-
-def escalation_widens(enforced: Approvers | None) -> bool:
-    """Whether a call's escalation groups may answer it besides its approver rule's groups:
-    unless the worker's enforced rule (`enforced`, its approvers) decides the call (the worker
-    counts that rule's groups alone)."""
-    return enforced is None
-
-
-def escalated_groups(state: AgentState, call_id: str, enforced: Approvers | None) -> Escalated:
-    """The groups `call_id` was escalated to, as its votes are counted: eligible besides its
-    rule's groups (`counted`), or not (`withheld`: `enforced` decides it)."""
-    groups = tuple(extra_groups(state, call_id))
-    if escalation_widens(enforced):
-        return Escalated(counted=groups)
-    return Escalated(withheld=groups)
-
-
-def rule_groups(enforced: Approvers | None) -> list[str] | None:
-    """For an escalated call: the groups of the worker's enforced approver rule, the only ones
-    that may answer it (an escalation does not widen that rule), or None: the escalation groups
-    may answer it too."""
-    if enforced is None:
-        return None
-    return list(enforced.groups)
-
-
 def expired_calls(state: AgentState, waiting: Sequence[ToolCall]) -> list[ToolCall]:
     """The waiting calls that expired."""
     return [c for c in waiting if c.id in state.expired]
@@ -156,18 +121,6 @@ def reopen_problem(
         return (
             f"call '{shown}' has not expired: it is waiting for an answer (only an expired"
             " call can be asked again)"
-        )
-    return None
-
-
-def approval_problem(state: AgentState, response: ToolApprovalResponse) -> str | None:
-    """Why an answer is refused because its call expired, or None: an expired call may be
-    rejected, but approved only after it was asked again."""
-    if response.approved and response.call_id in state.expired:
-        shown = shorten(response.call_id, bounds.ECHO_CHARS)
-        return (
-            f"call '{shown}' has expired: ask again first (reopen_approval, `Ask again`), or"
-            " reject it"
         )
     return None
 
