@@ -1,9 +1,11 @@
-"""Figure 5, scale. Throughput: N concurrent runs of R rounds, in rounds per second, AgentWorkflow
-with the real activities (an instant fake model server in a process of its own, the real
-`list_dir`) against the fair floor: the bare workflow making, per round, the same streamed
-request with the agent's own bytes to the same server and the same `list_dir` (`bench.floor`).
-Both run on one worker process, whose CPU time is read from /proc; agent and floor batches are
-interleaved in pairs and the ratio is given with its spread over the pairs.
+"""Figure 5, scale. Throughput: N concurrent runs of R rounds (200 × 10 in the full profile), in
+rounds per second, AgentWorkflow with the real activities (an instant fake model server in a
+process of its own, the real `list_dir`) against the fair floor: the bare workflow making, per
+round, the same streamed request with the agent's own headers and body bytes to the same server
+and the same `list_dir`, with plain httpx, json and os and no project code (`bench.floor`; the
+reference run's requests and the floor's are compared at the server before any batch). Both run
+on one worker process, whose CPU time is read from /proc; agent and floor batches are
+interleaved in pairs and each ratio is given with its spread over the pairs.
 
 The worker's CPU per round is a figure of its own, against the floor's on the same process.
 
@@ -29,7 +31,7 @@ from temporalio.client import WorkflowHandle
 
 from bench.bare_workflow import BareInput, BareWorkflow
 from bench.fake_llm import FakeLlmProcess
-from bench.floor import save_record
+from bench.floor import check_same_requests, save_record
 from bench.harness import Bench, bounded, history_bytes, new_id, new_queue
 from bench.procstat import cpu_seconds, total_cpu_seconds
 from bench.report import Figure, pair_spread
@@ -159,13 +161,20 @@ async def pairs(
     return out
 
 
-async def reference_run(b: Bench, task_queue: str, record: Path) -> None:
-    """One agent run of R rounds (it also warms the worker up); its record is what the floor
-    sends, round by round."""
-    handle = await start(b, "agent", task_queue, b.profile.scale_rounds)
-    result: AgentRunResult = await handle.result()
-    save_record(record, result.messages)
-    await finished("bare", await start(b, "bare", task_queue, b.profile.scale_rounds))
+async def reference_run(b: Bench, task_queue: str, record: Path, server: FakeLlmProcess) -> None:
+    """One agent run of R rounds (it also warms the worker up): the bodies of its model requests,
+    as the server received them, are what the floor sends, round by round. Then one floor run of
+    R rounds, whose requests must be the agent's (head and body, round by round)."""
+    rounds = b.profile.scale_rounds
+    before = server.stats()["requests"]
+    await finished("agent", await start(b, "agent", task_queue, rounds))
+    made = server.stats()["requests"] - before
+    if made != rounds:
+        raise RuntimeError(f"the reference run made {made} model requests in {rounds} rounds")
+    agent = server.recent(rounds)
+    save_record(record, [r["body"] for r in agent])
+    await finished("bare", await start(b, "bare", task_queue, rounds))
+    check_same_requests(agent, server.recent(rounds))
 
 
 def variant_env(name: str, workdir: Path) -> dict[str, str] | None:
@@ -192,7 +201,7 @@ async def fair_pairs(
     ]
     env = variant_env(variant, workdir)
     async with worker_process(b.target_host, task_queue, "fair", *extra, env=env) as proc:
-        await reference_run(b, task_queue, record)
+        await reference_run(b, task_queue, record, server)
         return await pairs(b, task_queue, proc.pid, server, count)
 
 
@@ -321,8 +330,9 @@ async def measure(b: Bench) -> list[Figure]:
             target=0.85,
             note=(
                 f"{len(fair)} interleaved pair(s) on one worker process; real activities, fake"
-                f" model answering at once; the floor makes the same streamed request and"
-                f" list_dir per round; {bytes_note}; {cost_note(fair)}"
+                " model answering at once; the floor makes the agent's streamed request (its"
+                " headers and body bytes) and list_dir per round with plain httpx, json and os,"
+                f" no project code; {bytes_note}; {cost_note(fair)}"
             ),
         ),
         cpu_figure(fair, small),
