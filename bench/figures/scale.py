@@ -233,14 +233,14 @@ def throughput_figure(
     )
 
 
-def cpu_figure(done: list[tuple[Batch, Batch]], small: str) -> Figure:
+def cpu_figure(done: list[tuple[Batch, Batch]], load: str, small: str) -> Figure:
     """The worker process's CPU per round (`/proc`, user + system, all threads), agent against
     the fair floor on the same process, pair by pair."""
     agent = [a.worker_cpu_ms_per_round for a, _ in done]
     floor = [f.worker_cpu_ms_per_round for _, f in done]
     return Figure(
         key="scale.worker_cpu_per_round",
-        label=f"5. worker CPU per round, same load{small}",
+        label=f"5. worker CPU ms/round, agent vs fair floor, {load}{small}",
         value=mean(agent),
         unit="ms",
         floor=mean(floor),
@@ -248,7 +248,10 @@ def cpu_figure(done: list[tuple[Batch, Batch]], small: str) -> Figure:
         spread=pair_spread(agent, floor),
         target_kind="ratio_max",
         target=1.3,
-        note="the worker process's user + system CPU time over each batch (/proc), per round",
+        note=(
+            "the worker process's user + system CPU time over each batch (/proc), per round;"
+            f" ratio against the floor's batches of the same run, {len(done)} interleaved pair(s)"
+        ),
     )
 
 
@@ -319,23 +322,24 @@ async def measure(b: Bench) -> list[Figure]:
         f" ({a0.model_requests} vs {f0.model_requests} requests)"
     )
     small = "" if p.name == "full" else " (quick: reduced counts)"
-    load = f"{p.scale_runs} concurrent runs × {p.scale_rounds} rounds"
+    load = f"{p.scale_runs} runs × {p.scale_rounds} rounds"
     return [
         throughput_figure(
             "scale.throughput",
-            f"5. {load}{small}",
+            f"5. rounds/s, agent vs fair floor, {load}{small}",
             fair,
             "fair floor",
             target_kind="ratio_min",
             target=0.85,
             note=(
-                f"{len(fair)} interleaved pair(s) on one worker process; real activities, fake"
+                f"{p.scale_runs} concurrent runs of {p.scale_rounds} rounds a batch;"
+                f" {len(fair)} interleaved pair(s) on one worker process; real activities, fake"
                 " model answering at once; the floor makes the agent's streamed request (its"
                 " headers and body bytes) and list_dir per round with plain httpx, json and os,"
                 f" no project code; {bytes_note}; {cost_note(fair)}"
             ),
         ),
-        cpu_figure(fair, small),
+        cpu_figure(fair, load, small),
         *variant_figures(runs, small),
         throughput_figure(
             "scale.throughput_logic",
