@@ -10,11 +10,17 @@ from typing import Any
 from temporalio.client import Client
 
 from activities.agent_activities import AgentActivities
-from activities.llm import OpenAIChatClient
 from activities.settings import Settings
 from activities.tools import build_default_registry
 
 REAL = "real activities.AgentActivities"
+API_KEY = "bench-key"
+"""The key the bench's activities send (the fair floor sends it too)."""
+
+
+def bench_workspace(workdir: Path) -> Path:
+    """The workspace `agent_activities` makes under `workdir` (what `list_dir` lists)."""
+    return workdir / "workspace"
 
 
 @contextlib.asynccontextmanager
@@ -22,13 +28,13 @@ async def agent_activities(
     client: Client, base_url: str, workdir: Path, *, live_text: bool = True
 ) -> AsyncIterator[tuple[list[Callable[..., Any]], str, AgentActivities]]:
     """Yields (activity functions, label for the report, the object owning them). `live_text`
-    off for callers without a workflow to publish to (the in-process floor)."""
-    workspace = workdir / "workspace"
+    off for callers without a workflow to publish to (the activities called outside Temporal)."""
+    workspace = bench_workspace(workdir)
     workspace.mkdir(parents=True, exist_ok=True)
     (workspace / "notes.txt").write_text("bench\n")
     settings = Settings(
         llm_base_url=base_url,
-        llm_api_key="bench-key",
+        llm_api_key=API_KEY,
         llm_model="bench-model",
         workspace=workspace,
         state_dir=workdir / "state",
@@ -39,12 +45,3 @@ async def agent_activities(
         yield list(real.all()), REAL, real
     finally:
         await real.aclose()
-
-
-def model_client(real: AgentActivities) -> OpenAIChatClient:
-    """The agent's own model client (its settings, its connection pool), for the fair floor: the
-    floor's model call then costs exactly what the agent's does on the HTTP side."""
-    client = real._llm
-    if client is None:
-        raise RuntimeError("the bench's activities have no model server (LLM_BASE_URL)")
-    return client

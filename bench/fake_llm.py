@@ -9,8 +9,10 @@ went away, which is when an immediate cancel really aborted the request). The us
 counts 4 bytes of request per prompt token.
 
 `GET /bench/stats` answers what it was sent so far (`requests`, `body_bytes`, `summaries`), so a
-figure can check that two variants sent the same bytes; any other GET (the client's `/props`
-probe) is a 404.
+figure can check that two variants sent the same bytes; `GET /bench/recent?n=N` the last N model
+requests as they came (`head`, the request line and headers, and `body`, the JSON text; at most
+`RECENT` are kept), so the fair floor can send the agent's own bodies and a figure can check that
+it did; any other GET (the client's `/props` probe) is a 404.
 """
 
 from __future__ import annotations
@@ -25,9 +27,13 @@ import sys
 import threading
 import time
 import urllib.request
+from collections import deque
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
+
+RECENT = 256
+"""Model requests the server keeps for `GET /bench/recent` (more than a reference run makes)."""
 
 
 @dataclass
@@ -44,6 +50,10 @@ class FakeLlmServer:
     """Requests without tools (a compaction's summary)."""
     disconnects: list[float] = field(default_factory=list)
     """`time.monotonic()` of every slow stream the client aborted before its end."""
+    recent_requests: deque[tuple[bytes, bytes]] = field(
+        default_factory=lambda: deque(maxlen=RECENT)
+    )
+    """The last model requests, (head, body), oldest first."""
     _loop: asyncio.AbstractEventLoop | None = None
     _thread: threading.Thread | None = None
     _server: asyncio.Server | None = None
@@ -106,7 +116,11 @@ class FakeLlmServer:
                         length = int(value.strip())
                 raw = await reader.readexactly(length) if length else b""
                 if head.startswith(b"GET /bench/stats "):
-                    await self._stats(writer)
+                    await self._json(writer, self.stats())
+                    continue
+                if head.startswith(b"GET /bench/recent?n="):
+                    count = int(head.split(b" ", 2)[1].partition(b"=")[2])
+                    await self._json(writer, self.recent(min(count, RECENT)))
                     continue
                 if not head.startswith(b"POST "):  # the client's `GET /props`: no model call
                     writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
@@ -115,6 +129,7 @@ class FakeLlmServer:
                 body = json.loads(raw) if raw else {}
                 self.requests += 1
                 self.body_bytes += len(raw)
+                self.recent_requests.append((head, raw))
                 tools = bool(body.get("tools"))
                 self.summaries += not tools
                 if self.mode == "slow":
@@ -136,10 +151,23 @@ class FakeLlmServer:
         }
         return "x" * self.content_size, call
 
-    async def _stats(self, writer: asyncio.StreamWriter) -> None:
-        data = json.dumps(
-            {"requests": self.requests, "body_bytes": self.body_bytes, "summaries": self.summaries}
-        ).encode()
+    def stats(self) -> dict[str, int]:
+        return {
+            "requests": self.requests,
+            "body_bytes": self.body_bytes,
+            "summaries": self.summaries,
+        }
+
+    def recent(self, count: int) -> list[dict[str, str]]:
+        """The last `count` model requests, oldest first: `head` (request line and headers) and
+        `body` (the JSON text, as sent)."""
+        if count > RECENT:
+            raise ValueError(f"the server keeps the last {RECENT} requests, not {count}")
+        kept = list(self.recent_requests)[-count:] if count else []
+        return [{"head": h.decode("latin-1"), "body": b.decode("utf-8")} for h, b in kept]
+
+    async def _json(self, writer: asyncio.StreamWriter, value: Any) -> None:
+        data = json.dumps(value).encode()
         writer.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
             + f"Content-Length: {len(data)}\r\n\r\n".encode()
@@ -240,9 +268,17 @@ class FakeLlmProcess:
 
     def stats(self) -> dict[str, int]:
         """What the server was sent so far (`GET /bench/stats`)."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/bench/stats", timeout=10) as r:
-            value: dict[str, int] = json.loads(r.read())
+        value: dict[str, int] = self._get("stats")
         return value
+
+    def recent(self, count: int) -> list[dict[str, str]]:
+        """The last `count` model requests, oldest first (`GET /bench/recent`)."""
+        value: list[dict[str, str]] = self._get(f"recent?n={count}")
+        return value
+
+    def _get(self, what: str) -> Any:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/bench/{what}", timeout=10) as r:
+            return json.loads(r.read())
 
     def __enter__(self) -> FakeLlmProcess:
         self._proc = subprocess.Popen(

@@ -74,7 +74,7 @@ async def run(args: argparse.Namespace) -> None:
             extra = ["--llm-url", server.base_url, "--workdir", tmp, "--floor-record", str(record)]
             extra += ["--reimport"] if args.reimport else []
             async with worker_process(b.target_host, queue, "fair", *extra) as proc:
-                await reference_run(b, queue, record)
+                await reference_run(b, queue, record, server)
                 for kind in ("agent", "bare"):
                     raw = out / f"{kind}.raw"
                     results[kind] = await profiled(b, kind, queue, proc.pid, server, raw, args.rate)

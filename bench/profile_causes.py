@@ -42,8 +42,11 @@ CAUSES: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("activities: heartbeats", ("_heartbeat_async", "activities/heartbeat.py", "heartbeat")),
-    ("activities: the model call (HTTP)", ("activities/llm.py", "httpx/", "httpcore/")),
-    ("activities: the tool", ("AgentActivities.execute_tool", "bench/floor.py")),
+    (
+        "activities: the model call (HTTP)",
+        ("activities/llm.py", "httpx/", "httpcore/", "floor_model_call"),
+    ),
+    ("activities: the tool", ("AgentActivities.execute_tool", "floor_list_dir")),
     ("activities: the rest (SDK task handling, telemetry)", ("_ActivityWorker", "activities/")),
     ("workflow code (workflows/, bench/bare_workflow.py)", ("workflows/", "bench/bare_workflow")),
     (

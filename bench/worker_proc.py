@@ -6,8 +6,9 @@ Kinds:
   needs approval; later rounds answer text);
 - `bare`: the bare workflow's no-op steps;
 - `fair`: AgentWorkflow with the real activities against `--llm-url` (workspace under
-  `--workdir`), and the bare workflow doing the same model call and `list_dir` (`bench.floor`,
-  the messages read from `--floor-record` when its first round runs);
+  `--workdir`), and the bare workflow doing the same model request and `list_dir` with plain
+  httpx, json and os (`bench.floor`, the agent's request bodies read from `--floor-record` when
+  its first round runs);
 - `logic`: AgentWorkflow with in-process fakes of the model and the tool, and the bare no-op steps.
 
 `--reimport` runs the workflows in Temporal's default sandbox (`workflows.run.agent` imported again
@@ -29,7 +30,7 @@ from typing import Any
 
 from temporalio.client import Client
 
-from bench.agent_activities import agent_activities, model_client
+from bench.agent_activities import API_KEY, agent_activities, bench_workspace
 from bench.floor import FairFloor
 from bench.harness import worker
 from bench.stubs import LIST_DIR, RUN_COMMAND, FakeAgent, Stamps, bare_activities
@@ -53,12 +54,11 @@ async def kind_activities(
     else:
         live = not args.no_live_text
         workdir = Path(args.workdir)
-        async with agent_activities(client, args.llm_url, workdir, live_text=live) as (
-            acts,
-            _,
-            real,
+        record = Path(args.floor_record)
+        async with (
+            FairFloor(args.llm_url, API_KEY, bench_workspace(workdir), record) as floor,
+            agent_activities(client, args.llm_url, workdir, live_text=live) as (acts, _, __),
         ):
-            floor = FairFloor(real, model_client(real), Path(args.floor_record))
             yield [*acts, *floor.activities()]
 
 

@@ -1,57 +1,28 @@
 """Figure 1, per-round overhead: AgentWorkflow with the real activities against an instant fake
 model and the `list_dir` tool, against the fair floor (the bare workflow making the agent's own
-model request and `list_dir` per round, `bench.floor`) on the same worker and server,
-interleaved. The in-process floor runs the same activity functions in a plain loop, without
-Temporal, to show what the activities themselves cost."""
+model request and `list_dir` per round with plain httpx, json and os, `bench.floor`) on the same
+worker and server, interleaved. The in-process floor calls the floor's two steps in a plain loop,
+without Temporal: what a round costs with no orchestration and no project code at all."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from pathlib import Path
 
-from temporalio.testing import ActivityEnvironment
-
-from bench.agent_activities import agent_activities, model_client
-from bench.bare_workflow import ACTIVITY_STEP_A, BareInput, BareWorkflow
+from bench.agent_activities import API_KEY, agent_activities, bench_workspace
+from bench.bare_workflow import ACTIVITY_STEP_A, BareInput, BareWorkflow, StepInput
 from bench.fake_llm import FakeLlmServer
 from bench.figures.scale import REPEATS
-from bench.floor import FairFloor, save_record
+from bench.floor import FairFloor, check_same_requests, save_record
 from bench.harness import Bench, median, new_id, new_queue, round_times, worker
 from bench.report import Figure
 from workflows import names
-from workflows.conversation.tail import ConversationTails
-from workflows.model import (
-    AgentRunInput,
-    AgentRunOptions,
-    ChatMessage,
-    LlmRequest,
-    LlmResponse,
-    ToolRequest,
-)
+from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
 from workflows.run.agent import AgentWorkflow
 
 
-class LocalConversation:
-    """Answers the conversation queries from a local list, as the workflow would: the in-process
-    floor has no workflow."""
-
-    def __init__(self, messages: list[ChatMessage]) -> None:
-        self.messages = messages
-        self._tails = ConversationTails()
-
-    def get_workflow_handle(self, workflow_id: str, **_: Any) -> LocalConversation:
-        return self
-
-    async def query(self, name: str, *args: Any, **__: Any) -> Any:
-        if name == names.QUERY_CONVERSATION_TAIL:
-            return self._tails.answer(args[0], self.messages)
-        return list(self.messages)
-
-
-async def agent_run(
-    b: Bench, task_queue: str, rounds: int
-) -> tuple[list[float], list[ChatMessage]]:
-    """Round times of one agent run, and its record."""
+async def agent_round_times(b: Bench, task_queue: str, rounds: int) -> list[float]:
+    """Round times of one agent run."""
     options = AgentRunOptions(max_rounds=rounds, tools=["list_dir"], max_repeats=REPEATS)
     handle = await b.client.start_workflow(
         AgentWorkflow.run,
@@ -62,11 +33,7 @@ async def agent_run(
     result = await handle.result()
     if result.finish_reason != "max_rounds":
         raise RuntimeError(f"agent run ended {result.finish_reason}: {result.error}")
-    return round_times(await handle.fetch_history(), names.ACTIVITY_CALL_LLM), result.messages
-
-
-async def agent_round_times(b: Bench, task_queue: str, rounds: int) -> list[float]:
-    return (await agent_run(b, task_queue, rounds))[0]
+    return round_times(await handle.fetch_history(), names.ACTIVITY_CALL_LLM)
 
 
 async def bare_round_times(b: Bench, task_queue: str, rounds: int) -> list[float]:
@@ -80,36 +47,32 @@ async def bare_round_times(b: Bench, task_queue: str, rounds: int) -> list[float
     return round_times(await handle.fetch_history(), ACTIVITY_STEP_A)
 
 
-async def in_process_round_times(b: Bench, base_url: str, rounds: int) -> list[float]:
-    """The agent's loop with the same activity functions called directly (no Temporal)."""
-    conversation = LocalConversation([ChatMessage.user("list the workspace")])
-    env = ActivityEnvironment()
+async def reference_run(
+    b: Bench, task_queue: str, rounds: int, server: FakeLlmServer, record: Path
+) -> None:
+    """One agent run (it also warms the worker up): the bodies of its model requests, as the
+    server received them, are what the floor sends, round by round. Then one floor run, whose
+    requests must be the agent's (head and body, round by round)."""
+    before = server.requests
+    await agent_round_times(b, task_queue, rounds)
+    if server.requests - before != rounds:
+        raise RuntimeError(f"the reference run made {server.requests - before} model requests")
+    agent = server.recent(rounds)
+    save_record(record, [r["body"] for r in agent])
+    await bare_round_times(b, task_queue, rounds)
+    check_same_requests(agent, server.recent(rounds))
+
+
+async def in_process_round_times(floor: FairFloor, rounds: int) -> list[float]:
+    """The floor's two steps called directly in a plain loop (no Temporal)."""
+    model_call, list_dir = floor.activities()
     times: list[float] = []
-    async with agent_activities(
-        conversation,  # type: ignore[arg-type]
-        base_url,
-        b.workdir / "inproc",
-        live_text=False,  # no workflow to publish to
-    ) as (acts, _, __):
-        by_name = {fn.__temporal_activity_definition.name: fn for fn in acts}  # type: ignore[attr-defined]
-        for round_ in range(rounds):
-            start = time.perf_counter()
-            request = LlmRequest(
-                workflow_id="local",
-                run_id="local",
-                message_count=len(conversation.messages),
-                round=round_,
-                tools=["list_dir"],
-            )
-            response: LlmResponse = await env.run(by_name[names.ACTIVITY_CALL_LLM], request)
-            conversation.messages.append(response.message)
-            for call in response.message.tool_calls or []:
-                tool_request = ToolRequest(
-                    workflow_id="local", call_id=call.id, name=call.name, arguments=call.arguments
-                )
-                content: str = await env.run(by_name[names.ACTIVITY_EXECUTE_TOOL], tool_request)
-                conversation.messages.append(ChatMessage.tool(call, content))
-            times.append(time.perf_counter() - start)
+    for round_ in range(rounds):
+        step = StepInput(workflow_id="local", round=round_)
+        start = time.perf_counter()
+        await model_call(step)
+        await list_dir(step)
+        times.append(time.perf_counter() - start)
     return times
 
 
@@ -119,18 +82,15 @@ async def measure(b: Bench) -> list[Figure]:
     agent: list[float] = []
     bare: list[float] = []
     record = b.workdir / "overhead-record.json"
+    workdir = b.workdir / "overhead"
     with FakeLlmServer(mode="instant", content_size=200, tool="list_dir") as server:
-        async with agent_activities(b.client, server.base_url, b.workdir / "overhead") as (
-            acts,
-            label,
-            real,
+        async with (
+            FairFloor(server.base_url, API_KEY, bench_workspace(workdir), record) as floor,
+            agent_activities(b.client, server.base_url, workdir) as (acts, label, _),
         ):
-            floor = FairFloor(real, model_client(real), record)
             async with worker(b.client, task_queue, [*acts, *floor.activities()]):
                 # Warm-up (imports, sandbox, pools), and the record the floor sends.
-                _, messages = await agent_run(b, task_queue, p.overhead_rounds)
-                save_record(record, messages)
-                await bare_round_times(b, task_queue, 2)
+                await reference_run(b, task_queue, p.overhead_rounds, server, record)
                 for i in range(p.overhead_pairs):
                     # A, B, A, B … with the order flipped every pair, so drift hits both.
                     if i % 2 == 0:
@@ -139,7 +99,7 @@ async def measure(b: Bench) -> list[Figure]:
                     else:
                         bare += await bare_round_times(b, task_queue, p.overhead_rounds)
                         agent += await agent_round_times(b, task_queue, p.overhead_rounds)
-        in_process = await in_process_round_times(b, server.base_url, p.overhead_rounds)
+            in_process = await in_process_round_times(floor, p.overhead_rounds)
     b.details["overhead"] = {
         "activities": label,
         "agent_round_seconds": agent,
@@ -149,9 +109,10 @@ async def measure(b: Bench) -> list[Figure]:
     agent_ms, bare_ms, local_ms = (1000 * median(x) for x in (agent, bare, in_process))
     note = (
         f"{p.overhead_pairs} interleaved pairs of {p.overhead_rounds}-round runs; {label}; "
-        "fake OpenAI server answering at once; tool list_dir; the floor makes the same model "
-        "request and list_dir per round; per-round = time between successive call_llm "
-        "schedulings (server clock)"
+        "fake OpenAI server answering at once; tool list_dir; the floor makes the agent's model "
+        "request (its headers and body bytes) and list_dir per round with plain httpx, json and "
+        "os, no project code; per-round = time between successive call_llm schedulings (server "
+        "clock)"
     )
     return [
         Figure(
@@ -167,11 +128,14 @@ async def measure(b: Bench) -> list[Figure]:
         ),
         Figure(
             key="overhead.in_process",
-            label="1. per-round time, agent vs in-process",
+            label="1. per-round time, agent vs in-process floor",
             value=agent_ms,
             unit="ms",
             floor=local_ms,
-            floor_label="no Temporal",
-            note="the same activity functions called in a plain loop (ActivityEnvironment)",
+            floor_label="floor, no Temporal",
+            note=(
+                "the fair floor's two steps (the same model request, the same listing; plain"
+                " httpx, json and os) called in a plain loop, without Temporal"
+            ),
         ),
     ]

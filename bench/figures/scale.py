@@ -1,9 +1,11 @@
-"""Figure 5, scale. Throughput: N concurrent runs of R rounds, in rounds per second, AgentWorkflow
-with the real activities (an instant fake model server in a process of its own, the real
-`list_dir`) against the fair floor: the bare workflow making, per round, the same streamed
-request with the agent's own bytes to the same server and the same `list_dir` (`bench.floor`).
-Both run on one worker process, whose CPU time is read from /proc; agent and floor batches are
-interleaved in pairs and the ratio is given with its spread over the pairs.
+"""Figure 5, scale. Throughput: N concurrent runs of R rounds (200 × 10 in the full profile), in
+rounds per second, AgentWorkflow with the real activities (an instant fake model server in a
+process of its own, the real `list_dir`) against the fair floor: the bare workflow making, per
+round, the same streamed request with the agent's own headers and body bytes to the same server
+and the same `list_dir`, with plain httpx, json and os and no project code (`bench.floor`; the
+reference run's requests and the floor's are compared at the server before any batch). Both run
+on one worker process, whose CPU time is read from /proc; agent and floor batches are
+interleaved in pairs and each ratio is given with its spread over the pairs.
 
 The worker's CPU per round is a figure of its own, against the floor's on the same process.
 
@@ -29,7 +31,7 @@ from temporalio.client import WorkflowHandle
 
 from bench.bare_workflow import BareInput, BareWorkflow
 from bench.fake_llm import FakeLlmProcess
-from bench.floor import save_record
+from bench.floor import check_same_requests, save_record
 from bench.harness import Bench, bounded, history_bytes, new_id, new_queue
 from bench.procstat import cpu_seconds, total_cpu_seconds
 from bench.report import Figure, pair_spread
@@ -159,13 +161,20 @@ async def pairs(
     return out
 
 
-async def reference_run(b: Bench, task_queue: str, record: Path) -> None:
-    """One agent run of R rounds (it also warms the worker up); its record is what the floor
-    sends, round by round."""
-    handle = await start(b, "agent", task_queue, b.profile.scale_rounds)
-    result: AgentRunResult = await handle.result()
-    save_record(record, result.messages)
-    await finished("bare", await start(b, "bare", task_queue, b.profile.scale_rounds))
+async def reference_run(b: Bench, task_queue: str, record: Path, server: FakeLlmProcess) -> None:
+    """One agent run of R rounds (it also warms the worker up): the bodies of its model requests,
+    as the server received them, are what the floor sends, round by round. Then one floor run of
+    R rounds, whose requests must be the agent's (head and body, round by round)."""
+    rounds = b.profile.scale_rounds
+    before = server.stats()["requests"]
+    await finished("agent", await start(b, "agent", task_queue, rounds))
+    made = server.stats()["requests"] - before
+    if made != rounds:
+        raise RuntimeError(f"the reference run made {made} model requests in {rounds} rounds")
+    agent = server.recent(rounds)
+    save_record(record, [r["body"] for r in agent])
+    await finished("bare", await start(b, "bare", task_queue, rounds))
+    check_same_requests(agent, server.recent(rounds))
 
 
 def variant_env(name: str, workdir: Path) -> dict[str, str] | None:
@@ -192,7 +201,7 @@ async def fair_pairs(
     ]
     env = variant_env(variant, workdir)
     async with worker_process(b.target_host, task_queue, "fair", *extra, env=env) as proc:
-        await reference_run(b, task_queue, record)
+        await reference_run(b, task_queue, record, server)
         return await pairs(b, task_queue, proc.pid, server, count)
 
 
@@ -224,14 +233,14 @@ def throughput_figure(
     )
 
 
-def cpu_figure(done: list[tuple[Batch, Batch]], small: str) -> Figure:
+def cpu_figure(done: list[tuple[Batch, Batch]], load: str, small: str) -> Figure:
     """The worker process's CPU per round (`/proc`, user + system, all threads), agent against
     the fair floor on the same process, pair by pair."""
     agent = [a.worker_cpu_ms_per_round for a, _ in done]
     floor = [f.worker_cpu_ms_per_round for _, f in done]
     return Figure(
         key="scale.worker_cpu_per_round",
-        label=f"5. worker CPU per round, same load{small}",
+        label=f"5. worker CPU ms/round, agent vs fair floor, {load}{small}",
         value=mean(agent),
         unit="ms",
         floor=mean(floor),
@@ -239,7 +248,10 @@ def cpu_figure(done: list[tuple[Batch, Batch]], small: str) -> Figure:
         spread=pair_spread(agent, floor),
         target_kind="ratio_max",
         target=1.3,
-        note="the worker process's user + system CPU time over each batch (/proc), per round",
+        note=(
+            "the worker process's user + system CPU time over each batch (/proc), per round;"
+            f" ratio against the floor's batches of the same run, {len(done)} interleaved pair(s)"
+        ),
     )
 
 
@@ -310,22 +322,24 @@ async def measure(b: Bench) -> list[Figure]:
         f" ({a0.model_requests} vs {f0.model_requests} requests)"
     )
     small = "" if p.name == "full" else " (quick: reduced counts)"
-    load = f"{p.scale_runs} concurrent runs × {p.scale_rounds} rounds"
+    load = f"{p.scale_runs} runs × {p.scale_rounds} rounds"
     return [
         throughput_figure(
             "scale.throughput",
-            f"5. {load}{small}",
+            f"5. rounds/s, agent vs fair floor, {load}{small}",
             fair,
             "fair floor",
             target_kind="ratio_min",
             target=0.85,
             note=(
-                f"{len(fair)} interleaved pair(s) on one worker process; real activities, fake"
-                f" model answering at once; the floor makes the same streamed request and"
-                f" list_dir per round; {bytes_note}; {cost_note(fair)}"
+                f"{p.scale_runs} concurrent runs of {p.scale_rounds} rounds a batch;"
+                f" {len(fair)} interleaved pair(s) on one worker process; real activities, fake"
+                " model answering at once; the floor makes the agent's streamed request (its"
+                " headers and body bytes) and list_dir per round with plain httpx, json and os,"
+                f" no project code; {bytes_note}; {cost_note(fair)}"
             ),
         ),
-        cpu_figure(fair, small),
+        cpu_figure(fair, load, small),
         *variant_figures(runs, small),
         throughput_figure(
             "scale.throughput_logic",
