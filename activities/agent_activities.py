@@ -49,9 +49,9 @@ from workflows.contract.tool_results import (
     tool_not_found_message,
     tool_output_message,
 )
-from workflows.conversation.context import SUMMARY_CHARS_PER_TOKEN
 from workflows.conversation.parts import resolve
 from workflows.conversation.tail import ConversationTail, TailRequest, extend
+from workflows.conversation.window import SUMMARY_CHARS_PER_TOKEN
 from workflows.model import (
     ChatMessage,
     LlmRequest,

@@ -1,4 +1,4 @@
-"""The model's view over the rounds of a session (`context.compact` and `context.model_view`,
+"""The model's view over the rounds of a session (`window.compact` and `window.model_view`,
 pure): a request that fits is sent as it is, a compaction makes room down to `compact_to` of
 the window, between two compactions each request only adds to the end of the previous one (so
 a server's prompt cache keeps working), and a summary reaches the model as a user message."""
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from workflows.conversation import context
+from workflows.conversation import window
 from workflows.model import (
     AgentRunInput,
     AgentRunOptions,
@@ -21,7 +21,7 @@ from workflows.model import (
 )
 
 WINDOW = 3_000
-RULES = context.Rules(at=0.8, to=0.5, keep_rounds=2)
+RULES = window.Thresholds(at=0.8, to=0.5, keep_rounds=2)
 
 
 def round_of(i: int, size: int, saying: str = "") -> list[ChatMessage]:
@@ -37,36 +37,36 @@ def head() -> list[ChatMessage]:
 class Session:
     """A session's record and context, compacted before every request as the run does."""
 
-    rules: context.Rules = RULES
+    rules: window.Thresholds = RULES
     messages: list[ChatMessage] = field(default_factory=head)
     ctx: ContextState = field(default_factory=lambda: ContextState(window=WINDOW, reserve=100))
     sent: list[list[ChatMessage]] = field(default_factory=list)
-    compactions: list[context.Compacted] = field(default_factory=list)
-    asked: list[context.SummaryRange] = field(default_factory=list)
+    compactions: list[window.Compacted] = field(default_factory=list)
+    asked: list[window.SummaryRange] = field(default_factory=list)
 
-    async def _summarise(self, span: context.SummaryRange, _ctx: ContextState) -> str:
+    async def _summarise(self, span: window.SummaryRange, _ctx: ContextState) -> str:
         self.asked.append(span)
         return f"they read files {span.first}-{span.last - 1}"
 
     def request(self) -> list[ChatMessage]:
         """Compact if needed, then the view the model is sent."""
-        done = asyncio.run(context.compact(self.messages, self.ctx, 0, self.rules, self._summarise))
+        done = asyncio.run(window.compact(self.messages, self.ctx, 0, self.rules, self._summarise))
         if done is not None:
             if done.marker is not None:
                 self.messages.append(done.marker)
             self.ctx = done.ctx
             if done.changed:
                 self.compactions.append(done)
-        view = context.model_view(self.messages, self.ctx)
+        view = window.model_view(self.messages, self.ctx)
         self.sent.append(view)
         return view
 
     def estimate(self) -> int:
-        return context.estimate(self.messages, self.ctx, 0)
+        return window.estimate(self.messages, self.ctx, 0)
 
 
 def test_a_request_that_fits_is_sent_uncut_newest_file_included():
-    session = Session(rules=context.Rules(at=0.8, to=0.5, keep_rounds=3))
+    session = Session(rules=window.Thresholds(at=0.8, to=0.5, keep_rounds=3))
     for i in range(3):
         session.messages += round_of(i, 300)
     session.messages += round_of(3, 6_000)  # the newest file: past compact_at, within the window
@@ -88,7 +88,7 @@ def test_a_compaction_brings_the_view_down_to_compact_to():
     [compaction] = session.compactions
     assert compaction.summarised and compaction.dropped
     assert compaction.after <= RULES.to * WINDOW < RULES.at * WINDOW < compaction.before
-    assert context.estimate(session.messages, session.ctx, 0) == compaction.after
+    assert window.estimate(session.messages, session.ctx, 0) == compaction.after
 
 
 def test_between_two_compactions_each_request_extends_the_previous_one():
@@ -107,7 +107,7 @@ def test_between_two_compactions_each_request_extends_the_previous_one():
 def test_a_big_file_read_once_is_not_cut_again_and_again():
     # Rounds 2.. are small: the request grows slowly past compact_at but stays in the window,
     # so nothing changes until the big round leaves the last rounds and its result is dropped.
-    session = Session(rules=context.Rules(at=0.8, to=0.5, keep_rounds=4))
+    session = Session(rules=window.Thresholds(at=0.8, to=0.5, keep_rounds=4))
     session.messages += round_of(0, 6_500)
     views = [session.request()]
     for i in range(1, 12):
@@ -131,10 +131,10 @@ def test_the_summary_reaches_the_model_as_a_user_message_saying_so():
     assert len(summaries) == 1
     [summary] = summaries
     assert summary.role == "user"
-    assert summary.content.startswith(context.USER_SUMMARY_PREFIX)
+    assert summary.content.startswith(window.USER_SUMMARY_PREFIX)
     assert "summary of the earlier conversation" in summary.content
     assert [m for m in view if m.role == "system"] == [session.messages[0]]
-    assert context.model_view(session.messages, session.ctx) == view  # the view is derivable
+    assert window.model_view(session.messages, session.ctx) == view  # the view is derivable
 
 
 def test_compact_to_must_be_a_share_of_the_window():

@@ -4,10 +4,10 @@ results it returned (`resolve`), or cannot (then it asks the run)."""
 
 from __future__ import annotations
 
-from workflows.conversation.context import view_basis
 from workflows.conversation.parts import INLINE_BYTES, Sources, resolve
 from workflows.conversation.record import Conversation
 from workflows.conversation.tail import EMPTY_DIGEST, extend
+from workflows.conversation.window import view_basis
 from workflows.model import (
     AgentRunOptions,
     AgentState,

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from workflows.bounds import NEAR_LIMIT
 from workflows.contract.tool_results import TRUNCATION_MARKER
-from workflows.conversation.context import CONTEXT_CUT
+from workflows.conversation.window import CONTEXT_CUT
 from workflows.shown import COUNTED, ELLIPSIS, MORE, arguments_display, shorten, visible
 
 

@@ -14,8 +14,8 @@ from temporalio.exceptions import ApplicationError
 from tests.fakes import BigTools, FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, wait_for_phase, worker_for
 from workflows import names
-from workflows.conversation.context import USER_SUMMARY_PREFIX
 from workflows.conversation.record import invariant_violations
+from workflows.conversation.window import USER_SUMMARY_PREFIX
 from workflows.model import AgentRunInput, AgentRunOptions, ChatMessage
 
 

@@ -125,7 +125,7 @@ class AgentState(BaseModel):
     given: the same call again is answered with that rejection without asking anyone. Bounded
     (`workflows.gate.repeats`)."""
     context: ContextState = Field(default_factory=ContextState)
-    """The model's window and the compaction of its view (`workflows.conversation.context`)."""
+    """The model's window and the compaction of its view (`workflows.conversation.window`)."""
     setup: WorkerSetup | None = None
     """What `worker_setup` said (runs of this release; None before it answered)."""
     waited_for_person: bool = False

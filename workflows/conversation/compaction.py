@@ -1,7 +1,7 @@
 """The model's context window over a run: the one owner of `state.context`.
 
-Before every model call the run estimates the request (`context.estimate`); past
-`options.compact_at` of the window it compacts the model's view (`context.compact`): old tool
+Before every model call the run estimates the request (`window.estimate`); past
+`options.compact_at` of the window it compacts the model's view (`window.compact`): old tool
 results become placeholders, then the oldest turns are summarised by the
 `summarize_conversation` activity (its result is in history, so a replay compacts the same way),
 until the view is under `options.compact_to`; the last rounds are summarised or cut only when the
@@ -21,8 +21,19 @@ from temporalio.exceptions import ActivityError
 
 from workflows import activity_calls as calls
 from workflows import metrics
-from workflows.conversation import context
 from workflows.conversation.record import Conversation
+from workflows.conversation.window import (
+    DEFAULT_RESERVE,
+    SummaryRange,
+    Thresholds,
+    compact,
+    estimate,
+    learn,
+    lowered,
+    model_view,
+    summary_tokens,
+    view_basis,
+)
 from workflows.model import (
     AgentState,
     BaseEvent,
@@ -70,16 +81,16 @@ class Compactor:
         window = setup.context_tokens
         if options.context_tokens is not None:
             window = min(window, options.context_tokens)
-        reserve = options.max_tokens or setup.max_tokens or context.DEFAULT_RESERVE
+        reserve = options.max_tokens or setup.max_tokens or DEFAULT_RESERVE
         self._state.context = ContextState(window=window, reserve=min(reserve, window // 2))
 
     def view(self) -> list[ChatMessage]:
         """What the model is sent now (the `model_view` query)."""
-        return context.model_view(self._conversation.messages, self._state.context)
+        return model_view(self._conversation.messages, self._state.context)
 
     def view_basis(self) -> object:
         """Equal from one request to the next: the view only grew at its end."""
-        return context.view_basis(self._state.context)
+        return view_basis(self._state.context)
 
     def _tools_bytes(self) -> int:
         fields = {"name", "description", "parameters"}
@@ -88,7 +99,7 @@ class Compactor:
 
     def estimate(self) -> int:
         messages = self._conversation.messages
-        return context.estimate(messages, self._state.context, self._tools_bytes())
+        return estimate(messages, self._state.context, self._tools_bytes())
 
     async def fit(self) -> str | None:
         """Compact the view if the next request would pass `compact_at` of the window. Why the
@@ -97,9 +108,7 @@ class Compactor:
         if ctx.window is None:
             return None
         messages = self._conversation.messages
-        done = await context.compact(
-            messages, ctx, self._tools_bytes(), self._rules(), self._summarise
-        )
+        done = await compact(messages, ctx, self._tools_bytes(), self._rules(), self._summarise)
         if done is None:
             return None
         if done.marker is not None:
@@ -120,15 +129,15 @@ class Compactor:
         assert window is not None
         return exceeded_message(done.after, window) if done.after > window else None
 
-    def _rules(self) -> context.Rules:
+    def _rules(self) -> Thresholds:
         options = self._state.options
-        return context.Rules(
+        return Thresholds(
             at=options.compact_at,
             to=options.compact_to,
             keep_rounds=options.keep_rounds,
         )
 
-    async def _summarise(self, span: context.SummaryRange, ctx: ContextState) -> str | None:
+    async def _summarise(self, span: SummaryRange, ctx: ContextState) -> str | None:
         """The summary of `span`, or None when it could not be made (the run says so in a
         warning and goes on with the other steps: a summary is a saving, not a need)."""
         assert ctx.window is not None
@@ -141,7 +150,7 @@ class Compactor:
             skip=span.skip,
             previous_summary=ctx.summary,
             model=self._state.options.model,
-            max_tokens=context.summary_tokens(ctx.window),
+            max_tokens=summary_tokens(ctx.window),
             context_tokens=ctx.window,
         )
         try:
@@ -160,9 +169,7 @@ class Compactor:
     def learn(self, usage: Usage, record_length: int) -> None:
         """After a request: the provider's count of it."""
         if self.active:
-            self._state.context = context.learn(
-                self._state.context, usage.prompt_tokens, record_length
-            )
+            self._state.context = learn(self._state.context, usage.prompt_tokens, record_length)
 
     def too_long(
         self, named: tuple[int | None, int | None], provider_says: str, record_length: int
@@ -170,7 +177,7 @@ class Compactor:
         """The provider said the request was too long: lower the window to what it named and
         let the loop call again; why the run ends instead (the second such reply in a row)."""
         window, request = named
-        ctx = context.lowered(
+        ctx = lowered(
             self._state.context,
             self.estimate(),
             record_length,

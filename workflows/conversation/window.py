@@ -273,7 +273,7 @@ def cut_to_fit(
 
 
 @dataclass(frozen=True)
-class Rules:
+class Thresholds:
     """How a run compacts (its options): past `at` of the window; `to`: the share of the window
     a compaction brings the view down to; the last `keep_rounds` rounds are kept whole."""
 
@@ -308,7 +308,7 @@ async def compact(
     messages: Sequence[ChatMessage],
     ctx: ContextState,
     tools: int,
-    rules: Rules,
+    rules: Thresholds,
     summarise: Summarise,
 ) -> Compacted | None:
     """Compact the view when the request passes `rules.at` of the window (None: it does not, and
@@ -325,7 +325,7 @@ async def make_room(
     messages: Sequence[ChatMessage],
     ctx: ContextState,
     tools: int,
-    rules: Rules,
+    rules: Thresholds,
     summarise: Summarise,
 ) -> Compacted:
     """A compaction: tool results before the last rounds dropped, then the turns
