@@ -70,11 +70,11 @@ def test_a_summary_replaces_the_oldest_turns_and_its_marker_is_never_sent():
 
 
 @settings(max_examples=40, deadline=None)
-@given(size=st.integers(1_000, 40_000), window=st.integers(1_500, 8_000))
-def test_cutting_results_makes_the_view_fit(size, window):
+@given(size=st.integers(1_000, 40_000), tokens=st.integers(1_500, 8_000))
+def test_cutting_results_makes_the_view_fit(size, tokens):
     messages = session(1, size)
-    ctx = ContextState(window=window, reserve=200)
-    target = 0.8 * window
+    ctx = ContextState(window=tokens, reserve=200)
+    target = 0.8 * tokens
     cut, _ = window.cut_to_fit(messages, ctx, 0, target)
     view = window.model_view(messages, cut)
     if window.estimate(messages, cut, 0) > target:
