@@ -18,7 +18,8 @@ from temporalio import activity
 
 from activities.environment import Environment, approver_key_bytes
 from workflows import names
-from workflows.contract.signing import (
+from workflows.model import ReopenRequest, ToolApprovalResponse
+from workflows.people.signatures import (
     REOPEN,
     SignedFields,
     VerifyRequest,
@@ -28,7 +29,6 @@ from workflows.contract.signing import (
     decision_of,
     signed_at_text,
 )
-from workflows.model import ReopenRequest, ToolApprovalResponse
 
 NO_KEY = "this worker holds no AGENT_APPROVER_KEY, so it cannot check a signed answer"
 DOES_NOT_VERIFY = (
@@ -37,7 +37,7 @@ DOES_NOT_VERIFY = (
 
 
 class ApproverKey:
-    """The shared key: signs and checks the canonical bytes of `workflows.contract.signing`."""
+    """The shared key: signs and checks the canonical bytes of `workflows.people.signatures`."""
 
     def __init__(self, key: bytes) -> None:
         self._key = key

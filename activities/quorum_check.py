@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from activities.approver_key import ApproverKey
 from workflows.contract.arguments import arguments_digest
 from workflows.contract.rules import PolicyRule
-from workflows.contract.signing import SignedFields, canonical_groups, decision_of
 from workflows.gate.policy import Verdict
 from workflows.gate.quorum import eligible
 from workflows.model import ToolRequest
+from workflows.people.signatures import SignedFields, canonical_groups, decision_of
 
 Shortfall = Callable[[Verdict], str | None]
 """Why an enforced `ask` verdict's approvers are not all there, or None."""

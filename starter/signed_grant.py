@@ -7,9 +7,8 @@ from collections.abc import Sequence
 
 from activities.approver_key import ApproverKey
 from starter.handle import AgentHandle
-from workflows.contract.signing import canonical_groups
 from workflows.model import BudgetGrant
-from workflows.people.budget import decision_of_grant, signed_call
+from workflows.people.signatures import budget_call, canonical_groups, grant_decision
 
 
 async def grant_as_sent(
@@ -32,7 +31,7 @@ async def grant_as_sent(
         return grant
     signed_at, signature = key.signed_now(
         approver=approver, groups=groups, workflow_id=handle.id, run_id=run_id,
-        call_id=signed_call(status.budget.limit), arguments_sha256="",
-        decision=decision_of_grant(grant),
+        call_id=budget_call(status.budget.limit), arguments_sha256="",
+        decision=grant_decision(grant),
     )  # fmt: skip
     return grant.model_copy(update={"signed_at": signed_at, "signature": signature})

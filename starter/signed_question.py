@@ -9,9 +9,8 @@ from datetime import datetime
 
 from activities.approver_key import ApproverKey
 from starter.handle import AgentHandle
-from workflows.contract.signing import canonical_groups
 from workflows.model import QuestionAnswer
-from workflows.people.ask_user import answer_decision
+from workflows.people.signatures import answer_decision, canonical_groups
 
 
 async def question_as_sent(

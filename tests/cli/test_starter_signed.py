@@ -21,7 +21,7 @@ from tests.cli.test_starter import Agent, seed, start_waiting
 from tests.helpers import events, of_type
 from worker import run_worker
 from workflows.contract.arguments import arguments_digest
-from workflows.contract.signing import SignedFields
+from workflows.people.signatures import SignedFields
 
 RAW_KEY = os.urandom(32)
 KEY_TEXT = base64.b64encode(RAW_KEY).decode()

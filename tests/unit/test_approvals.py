@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from workflows.context import RunContext
 from workflows.conversation.record import Conversation
 from workflows.gate.approvals import Approvals
 from workflows.model import (
@@ -25,12 +26,8 @@ SPECS = [
 def approvals(messages: list[ChatMessage], **options: object) -> tuple[Approvals, AgentState]:
     state = AgentState(messages=messages, options=AgentRunOptions(**options), tool_specs=SPECS)
     rules = Approvals(
-        state,
+        RunContext(state=state, now=lambda: datetime.now(UTC), run_id="run-1"),
         Conversation(state),
-        run_id="run-1",
-        emit=lambda event: None,
-        warn=lambda message: None,
-        now=lambda: datetime.now(UTC),
     )
     return rules, state
 

@@ -20,12 +20,10 @@ from workflows.model import (
 from workflows.people.budget import (
     NO_BUDGET,
     base_limit,
-    decision_of_grant,
     refusal,
-    signed_call,
-    verify_request,
     who_may,
 )
+from workflows.people.signatures import budget_call, grant_decision, grant_request
 from workflows.run.handover import handover
 
 
@@ -98,12 +96,12 @@ def test_bad_payloads_are_refused(payload: dict[str, object]) -> None:
 
 def test_a_signed_grant_signs_its_decision_over_the_budget_as_it_stands() -> None:
     grant = BudgetGrant(tokens=500, approver="olga", groups=["ops"], **SIGNED)
-    request = verify_request(grant, workflow_id="W", run_id="R", limit=1_000)
+    request = grant_request(grant, 1_000, workflow_id="W", run_id="R")
     assert (request.call_id, request.arguments_sha256) == ("budget:1000", "")
     assert (request.decision, request.approver, request.groups) == ("grant:500", "olga", ["ops"])
     assert request.signature == SIGNED["signature"] and request.signed_at == SIGNED["signed_at"]
-    assert decision_of_grant(BudgetGrant(stop=True)) == "stop"
-    assert signed_call(1_000) != signed_call(1_500)  # a grant taken cannot be sent again
+    assert grant_decision(BudgetGrant(stop=True)) == "stop"
+    assert budget_call(1_000) != budget_call(1_500)  # a grant taken cannot be sent again
     with pytest.raises(ValidationError):
         BudgetGrant(tokens=5, approver="olga", signature=SIGNED["signature"])  # no signed_at
 

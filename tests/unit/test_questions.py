@@ -19,10 +19,10 @@ from workflows.people.ask_user import (
     Question,
     Refused,
     answer_content,
-    answer_decision,
     check_answer,
     parse_question,
 )
+from workflows.people.signatures import answer_decision
 
 
 def asked(arguments: object) -> Question | str:

@@ -16,14 +16,14 @@ from activities.approver_key import sign_answer as sign
 from activities.environment import BadSetting, Environment
 from activities.settings import Settings
 from starter.web.auth import UsersFile, UsersFileError, add_user, parse_users, user_line
-from workflows.contract.signing import (
+from workflows.model import ApprovalEvent, ApprovalRecord, ToolApprovalResponse
+from workflows.people.signatures import (
     SignedFields,
     VerifyRequest,
     canonical_bytes,
     decision_of,
     signed_at_text,
 )
-from workflows.model import ApprovalEvent, ApprovalRecord, ToolApprovalResponse
 
 FIELDS = SignedFields(
     approver="alice",

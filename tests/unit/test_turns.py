@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from workflows.context import RunContext
 from workflows.conversation.record import Conversation
 from workflows.gate.approvals import Approvals
 from workflows.gate.repeats import (
@@ -43,12 +44,8 @@ def state(**options: object) -> AgentState:
 
 def approvals(run_state: AgentState) -> Approvals:
     return Approvals(
-        run_state,
+        RunContext(state=run_state, now=lambda: datetime.now(UTC), run_id="run-1"),
         Conversation(run_state),
-        run_id="run-1",
-        emit=lambda event: None,
-        warn=lambda message: None,
-        now=lambda: datetime.now(UTC),
     )
 
 

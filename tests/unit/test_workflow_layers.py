@@ -3,7 +3,7 @@ only the layers below it, so the gate never reaches up into the run, nor the con
 the people. A new import that runs back up fails here, naming the file and the line.
 
     contract/        the wire types and the pure rules of the contract
-    (the top)        shared modules: names, model, shown, bounds, intake, metrics, ...
+    (the top)        shared modules: names, model, context, shown, bounds, intake, ...
     conversation/    the record, what a request carries, the window
     gate/            what decides a call
     people/          waiting for people, telling them, their signatures
@@ -25,6 +25,7 @@ SHARED_ORDER = [
     "versions",
     "waiting_runs",
     "model",
+    "context",
     "shown",
     "bounds",
     "intake",

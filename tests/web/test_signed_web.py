@@ -25,8 +25,8 @@ from tests.helpers import events, of_type, wait_for_phase, wait_until
 from tests.web.conftest import CHROMIUM, PASSWORD, Served, serve_web
 from worker import run_worker
 from workflows.contract.arguments import arguments_digest
-from workflows.contract.signing import SignedFields
 from workflows.model import AgentRunInput, AgentRunResult
+from workflows.people.signatures import SignedFields
 
 pytestmark = pytest.mark.web
 

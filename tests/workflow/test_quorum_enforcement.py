@@ -19,8 +19,8 @@ from activities.settings import Settings
 from activities.tools import build_default_registry
 from workflows.contract.arguments import arguments_digest
 from workflows.contract.rules import WorkerPolicy
-from workflows.contract.signing import SignedFields, signed_at_text
 from workflows.model import ToolRequest, Vote
+from workflows.people.signatures import SignedFields, signed_at_text
 
 RAW = os.urandom(32)
 KEY = ApproverKey(RAW)

@@ -22,8 +22,9 @@ from pydantic import (
 
 from workflows.contract.messages import SIGNED_FIELDS, ApprovalTimeoutPolicy, without_none
 from workflows.contract.rules import MAX_GROUPS, ApprovalPolicy, GroupName
-from workflows.contract.signing import SIGNED_AT_PATTERN
 
+SIGNED_AT_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
+"""`signed_at` as signers write it (`people.signatures.signed_at_text`): ISO-8601, UTC, with `Z`."""
 SIGNATURE_PATTERN = r"^[A-Za-z0-9+/]{43}=$"
 """An HMAC-SHA256 in standard base64."""
 
@@ -81,7 +82,7 @@ class ToolApprovalResponse(BaseModel):
     """When the answer was signed (ISO-8601 UTC): with `signature` only."""
     signature: Annotated[StrictStr, Field(pattern=SIGNATURE_PATTERN)] | None = None
     """HMAC-SHA256 (base64) under `AGENT_APPROVER_KEY` of the approver, groups, workflow id, run
-    id, call id, `arguments_sha256`, decision and `signed_at` (`workflows.contract.signing`): an
+    id, call id, `arguments_sha256`, decision and `signed_at` (`workflows.people.signatures`): an
     answer whose signature does not verify is refused."""
 
     @model_validator(mode="after")

@@ -21,6 +21,7 @@ from temporalio.exceptions import ActivityError
 
 from workflows import activity_calls as calls
 from workflows import metrics
+from workflows.context import RunContext
 from workflows.conversation.record import Conversation
 from workflows.conversation.window import (
     DEFAULT_RESERVE,
@@ -35,8 +36,6 @@ from workflows.conversation.window import (
     view_basis,
 )
 from workflows.model import (
-    AgentState,
-    BaseEvent,
     ChatMessage,
     CompactionEvent,
     ContextState,
@@ -58,17 +57,16 @@ def exceeded_message(needed: int, window: int) -> str:
 class Compactor:
     def __init__(
         self,
-        state: AgentState,
+        ctx: RunContext,
         conversation: Conversation,
-        emit: Callable[[BaseEvent], None],
         offered: Callable[[], list[ToolSpec]],
-        warn: Callable[[str], None],
     ) -> None:
-        self._state = state
+        self._state = ctx.state
         self._conversation = conversation
-        self._emit = emit
+        self._emit = ctx.emit
         self._offered = offered
-        self._warn = warn
+        """The tools the request offers (their schemas take room in the window)."""
+        self._warn = ctx.warn
 
     @property
     def active(self) -> bool:

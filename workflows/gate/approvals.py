@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from workflows import bounds, metrics
+from workflows.context import RunContext
 from workflows.contract.arguments import arguments_digest
 from workflows.contract.rules import Approvers, PolicyRule
 from workflows.contract.tool_results import cut_off_message
@@ -31,7 +31,6 @@ from workflows.gate.repeats import Repeats
 from workflows.gate.run_policy import RunPolicy
 from workflows.intake import parse_approval
 from workflows.model import (
-    AgentState,
     ApprovalEvent,
     ApprovalRecord,
     ApprovalSource,
@@ -62,21 +61,17 @@ class Received:
 class Approvals:
     def __init__(
         self,
-        state: AgentState,
+        ctx: RunContext,
         conversation: Conversation,
         *,
-        run_id: str,
-        emit: Emit,
-        warn: Callable[[str], None],
-        now: Callable[[], datetime],
         after_answer: Callable[[], None] = lambda: None,
     ) -> None:
-        self._state = state
+        self._state = state = ctx.state
         self._conversation = conversation
-        self._run_id = run_id
-        self._emit = emit
-        self._warn = warn
-        self._now = now
+        self._run_id = ctx.run_id
+        self._emit = ctx.emit
+        self._warn = ctx.warn
+        self._now = ctx.now
         self._after_answer = after_answer
         """Called after every answer is recorded (the workflow refreshes what people see)."""
         self._specs: dict[str, ToolSpec] = {s.name: s for s in state.tool_specs or []}
@@ -84,16 +79,16 @@ class Approvals:
         """Whether each call could run at all (a cache: derived from the call and the specs)."""
         self.policy = RunPolicy(state)
         """The run's effective rules and what they say about a call."""
-        self.votes = Votes(state, emit=emit, now=now, escalated=self._escalated)
+        self.votes = Votes(state, emit=ctx.emit, now=ctx.now, escalated=self._escalated)
         """The signed votes of calls under an approver rule (`workflows.gate.quorum`); the groups a
         call was escalated to may vote on it too, unless the worker's enforced rule decides it
-        (`workflows.people.expiry.escalated_groups`)."""
+        (`workflows.gate.quorum.escalated_groups`)."""
         self.repeats = Repeats(state)
 
     # ---- the worker's tools
 
     def know_tools(self, specs: list[ToolSpec]) -> None:
-        """The worker's tools, once `list_tools` answered (they are kept in the state)."""
+        """The worker's tools, once its setup was read (they are kept in the state)."""
         self._state.tool_specs = specs
         self._specs = {s.name: s for s in specs}
 
@@ -274,14 +269,27 @@ class Approvals:
         return list(self._state.answers.values())
 
     def receive(self, payload: object, *, finished: bool) -> Received:
-        """An answer through any door: validated and bounded (`parse_approval`), for the call
-        that was shown (`run_id`, `arguments_sha256`), for a call waiting now."""
+        """An answer through any door: parsed (`parse`), then checked against the run as it
+        stands (`check`)."""
+        taken = self.parse(payload)
+        if taken.response is None:
+            return taken
+        return self.check(taken.response, finished=finished, note=taken.note)
+
+    def parse(self, payload: object) -> Received:
+        """An answer validated and bounded (`parse_approval`); nothing about the run checked."""
         if isinstance(payload, ToolApprovalResponse):
             payload = payload.model_dump(mode="json")
         parsed = parse_approval(payload)
-        response, note = parsed.value, parsed.note
-        if response is None:
+        if parsed.value is None:
             return Received(problem=parsed.error or "invalid tool approval")
+        return Received(response=parsed.value, note=parsed.note)
+
+    def check(
+        self, response: ToolApprovalResponse, *, finished: bool, note: str | None = None
+    ) -> Received:
+        """Whether a parsed answer can be taken now: for the call that was shown (`run_id`,
+        `arguments_sha256`), for a call waiting now, from someone who may answer it."""
         if response.run_id is not None and response.run_id != self._run_id:
             other = f"{CHANGED_SINCE_SHOWN} (it belongs to another run)"
             return Received(problem=other, note=note)
@@ -290,11 +298,10 @@ class Approvals:
             problem = approval_problem(self._state, response)
         if problem is not None:
             return Received(problem=problem, note=note)
+        call = self._conversation.pending_call(response.call_id)
         if response.arguments_sha256 is not None:
-            call = self._conversation.pending_call(response.call_id)
             if call is not None and arguments_digest(call.arguments) != response.arguments_sha256:
                 return Received(problem=f"{CHANGED_SINCE_SHOWN} (its arguments differ)", note=note)
-        call = self._conversation.pending_call(response.call_id)
         if call is not None and (needed := self.approvers_for(call)) is not None:
             if (refusal := self.votes.refusal(response, call, needed)) is not None:
                 return Received(problem=refusal, note=note)

@@ -9,7 +9,6 @@ Temporal import.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -146,17 +145,6 @@ def check_answer(question: Question, answer: object) -> AnswerValue:
 
 def _echo(text: str) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
-
-
-def answer_decision(answer: object) -> str:
-    """An answer's decision as it is signed (`workflows.contract.signing`): `answer:` and the hex
-    SHA-256 of the answer as sent, a text as it is, a list of options as its compact JSON."""
-    text = (
-        answer
-        if isinstance(answer, str)
-        else json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
-    )
-    return "answer:" + hashlib.sha256(text.encode()).hexdigest()
 
 
 def answer_content(answer: AnswerValue) -> str:

@@ -9,9 +9,9 @@ by N, beyond the worker's cap too: a grant is a person's decision, the cap only 
 run may ask for itself) or stops it (`{"stop": true}`: it finishes `budget`). A run with no
 budget has none of this: no event, no command, no state.
 
-A grant is signed as answers are (`workflows.contract.signing`, decision `grant:N` or `stop`), over
-the budget as it stands (`budget:<limit>` where an answer names its call, no arguments digest), so a
-signed grant cannot be sent again once it took effect; the worker checks it (`verify_answer`).
+A grant is signed as answers are (`workflows.people.signatures`, decision `grant:N` or `stop`),
+over the budget as it stands (`budget:<limit>` where an answer names its call, no arguments
+digest), so a signed grant cannot be sent again once it took effect; the worker checks it.
 With the worker's `AGENT_BUDGET_GROUPS` set, only a signed grant by a person of those groups is
 taken: groups a grant merely claims are not believed.
 """
@@ -22,20 +22,16 @@ from collections.abc import Callable, Sequence
 
 from temporalio import workflow
 
-from workflows.contract.signing import VerifyRequest
+from workflows.context import RunContext
 from workflows.gate.audit import record_grant
 from workflows.model import (
-    AgentState,
-    BaseEvent,
     BudgetExhaustedEvent,
     BudgetGrant,
     BudgetGrantedEvent,
     BudgetState,
     BudgetStatus,
     BudgetStoppedEvent,
-    Phase,
 )
-from workflows.people.signatures import signature_refusal
 
 NO_BUDGET = "this run has no token budget (options.max_run_tokens, AGENT_MAX_RUN_TOKENS)"
 
@@ -45,34 +41,6 @@ def base_limit(asked: int | None, cap: int | None) -> int | None:
     when the other is unset; None: no budget)."""
     given = [n for n in (asked, cap) if n is not None]
     return min(given) if given else None
-
-
-def signed_call(limit: int) -> str:
-    """What a signed grant names in place of a call: the budget as it stood."""
-    return f"budget:{limit}"
-
-
-def decision_of_grant(grant: BudgetGrant) -> str:
-    """A grant's decision as signed: `grant:N` or `stop`."""
-    return "stop" if grant.stop else f"grant:{grant.tokens}"
-
-
-def verify_request(
-    grant: BudgetGrant, *, workflow_id: str, run_id: str, limit: int
-) -> VerifyRequest:
-    """What a grant's signature must cover, as this run knows it (`run_id`: the first run id
-    of the run's chain)."""
-    return VerifyRequest(
-        approver=grant.approver or "",
-        groups=list(grant.groups),
-        workflow_id=workflow_id,
-        run_id=run_id,
-        call_id=signed_call(limit),
-        arguments_sha256="",
-        decision=decision_of_grant(grant),
-        signed_at=grant.signed_at or "",
-        signature=grant.signature or "",
-    )
 
 
 def who_may(groups: Sequence[str]) -> str:
@@ -112,19 +80,12 @@ def refusal(
 
 
 class Budget:
-    def __init__(
-        self,
-        state: AgentState,
-        *,
-        emit: Callable[[BaseEvent], None],
-        set_phase: Callable[[Phase, str], None],
-        tell: Callable[[int, int], None],
-    ) -> None:
-        self._state = state
+    def __init__(self, ctx: RunContext, *, tell: Callable[[int, int], None]) -> None:
+        self._state = ctx.state
         self._tell = tell
         """Notify people that the run waits at its budget (used, limit)."""
-        self._emit = emit
-        self._set_phase = set_phase
+        self._emit = ctx.emit
+        self._set_phase = ctx.set_phase
 
     def _carried(self) -> BudgetState:
         if self._state.budget is None:
@@ -171,21 +132,6 @@ class Budget:
         return refusal(
             grant, self.status(), allowed_groups=allowed, finished=finished, stopping=self.stopped
         )
-
-    async def signature_problem(self, grant: BudgetGrant) -> str | None:
-        """Why a signed grant is refused (its signature does not hold for this run's budget as
-        it stands), or None; the worker checks it, the key never enters the workflow."""
-        budget = self.status()
-        if grant.signature is None or budget is None:
-            return None
-        info = workflow.info()
-        request = verify_request(
-            grant,
-            workflow_id=info.workflow_id,
-            run_id=info.first_execution_run_id,
-            limit=budget.limit,
-        )
-        return await signature_refusal(request, "the grant")
 
     def grant(self, grant: BudgetGrant) -> BudgetStatus:
         """Apply a grant that `refusal` let through: more tokens, or the stop."""

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from workflows import bounds, metrics
+from workflows.context import RunContext
 from workflows.gate.audit import record_action
 from workflows.model import (
     AgentRunOptions,
@@ -36,7 +37,6 @@ from workflows.model import (
     ApprovalExpiredEvent,
     ApprovalReopenedEvent,
     ApprovalTimeoutPolicy,
-    BaseEvent,
     Phase,
     ReopenRequest,
     ToolCall,
@@ -140,18 +140,11 @@ def answer_problem(state: AgentState, call_id: str) -> str | None:
 class Expiry:
     """What happens to waiting calls at their deadline, when asked again, and when escalated."""
 
-    def __init__(
-        self,
-        state: AgentState,
-        notifier: Notifier,
-        *,
-        emit: Callable[[BaseEvent], None],
-        now: Callable[[], datetime],
-    ) -> None:
-        self._state = state
+    def __init__(self, ctx: RunContext, notifier: Notifier) -> None:
+        self._state = ctx.state
         self._notifier = notifier
-        self._emit = emit
-        self._now = now
+        self._emit = ctx.emit
+        self._now = ctx.now
 
     def expire(self, waiting: Sequence[ToolCall]) -> None:
         """The deadline passed: the unanswered calls expire (nothing is answered), and the wait

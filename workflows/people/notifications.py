@@ -18,7 +18,7 @@ never shorten it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -29,7 +29,8 @@ from temporalio.workflow import ParentClosePolicy
 
 from workflows import activity_calls as calls
 from workflows import names
-from workflows.model import AgentState, FinishReason, NotifyRequest, ToolCall
+from workflows.context import RunContext
+from workflows.model import FinishReason, NotifyRequest, ToolCall
 from workflows.people.ask_user import ASK_USER, Question
 
 NOTIFY_RETRY = RetryPolicy(
@@ -58,9 +59,9 @@ def start_notify(request: NotifyRequest) -> workflow.ActivityHandle[None]:
 
 
 class Notifier:
-    def __init__(self, state: AgentState, warn: Callable[[str], None]) -> None:
-        self._state = state
-        self._warn = warn
+    def __init__(self, ctx: RunContext) -> None:
+        self._state = ctx.state
+        self._warn = ctx.warn
         self._deliveries: set[asyncio.Task[None]] = set()
 
     @property

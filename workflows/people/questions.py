@@ -10,21 +10,19 @@ runs, each question's step is its answer (`steps`). No I/O.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
 
 from pydantic import ValidationError
 
 from workflows import bounds
+from workflows.context import RunContext
 from workflows.conversation.record import Conversation
 from workflows.gate.audit import record_answer
 from workflows.gate.reconstruction import Respond, Step
 from workflows.intake import describe
 from workflows.model import (
-    AgentState,
     AnswerEvent,
     AnswerValue,
     ApprovalSource,
-    BaseEvent,
     PendingQuestion,
     QuestionAnswer,
     QuestionEvent,
@@ -50,19 +48,16 @@ from workflows.shown import shorten
 class Questions:
     def __init__(
         self,
-        state: AgentState,
+        ctx: RunContext,
         conversation: Conversation,
         *,
-        run_id: str,
-        emit: Callable[[BaseEvent], None],
-        now: Callable[[], datetime],
         after_answer: Callable[[], None] = lambda: None,
     ) -> None:
-        self._state = state
+        self._state = ctx.state
         self._conversation = conversation
-        self._run_id = run_id
-        self._emit = emit
-        self._now = now
+        self._run_id = ctx.run_id
+        self._emit = ctx.emit
+        self._now = ctx.now
         self._after_answer = after_answer
 
     # ---- offering the tool
@@ -120,14 +115,25 @@ class Questions:
     # ---- answers
 
     def receive(self, payload: object, *, finished: bool) -> tuple[QuestionAnswer, AnswerValue]:
-        """An answer through the `submit_answer` update, checked against the waiting question;
-        ValueError with the reason when it cannot be taken (nothing changes)."""
+        """An answer through the `submit_answer` update: parsed, then checked against the waiting
+        question; ValueError with the reason when it cannot be taken (nothing changes)."""
         if finished:
             raise ValueError("the run has finished")
+        return self.check(self.parse(payload), finished=finished)
+
+    def parse(self, payload: object) -> QuestionAnswer:
+        """An answer validated; nothing about the run checked (ValueError with the reason)."""
         try:
-            response = QuestionAnswer.model_validate(payload)
+            return QuestionAnswer.model_validate(payload)
         except ValidationError as err:
             raise ValueError(f"invalid answer: {describe(err)}") from None
+
+    def check(
+        self, response: QuestionAnswer, *, finished: bool
+    ) -> tuple[QuestionAnswer, AnswerValue]:
+        """Whether a parsed answer can be taken now, and its value (ValueError with the reason)."""
+        if finished:
+            raise ValueError("the run has finished")
         if response.run_id is not None and response.run_id != self._run_id:
             raise ValueError("the question belongs to another run")
         echoed = shorten(response.call_id, bounds.ECHO_CHARS)

@@ -1,39 +1,167 @@
-"""Signed answers in the workflow: each one is checked by the worker before it is taken.
+"""A signed decision, from the bytes that are signed to the worker's verdict: an approval (or a
+vote), a question's answer, asking again for an expired call, and a budget grant. One module and
+one check for all four.
 
-The workflow never holds `AGENT_APPROVER_KEY`. For an answer that carries a signature it builds
-what was signed from what it knows itself (its workflow id, the first run id of its chain, the
-waiting call's id and the digest of that call's arguments, never what the answer claims about
-them) and asks the `verify_answer` local activity; the verdict is recorded in the history, so a
-replay (or a rotated key) never changes the decision. A forged answer, or a signed answer copied
-to another call, run or set of arguments, is refused with the reason.
+What is signed is the canonical bytes of one person's decision about one thing: who decided
+(`approver`, `groups`), which run (`workflow_id`, the first run id of its chain), what about
+(`call_id` and `arguments_sha256`, the digest of the arguments shown; a grant names the budget as
+it stood instead), what was decided and when (`signed_at`, ISO-8601 UTC). So a signed decision
+copied to another call, run, set of arguments or budget does not verify.
+
+`decision` is a string, so every kind signs the same way:
+
+- `"approve"` / `"reject"`: an approval (`decision_of`);
+- `"answer:<sha256 hex of the answer text>"`: an answer to a question (`answer_decision`);
+- `"grant:<N>"` / `"stop"`: more tokens for a run at its budget, or stop it (`grant_decision`);
+- `"reopen"`: asking again for a call whose approval timeout passed (`REOPEN`).
+
+Clients build what they sign here (`starter`, the web app); the workflow builds what a
+signature must cover from what it knows itself (never from what the decision claims about the
+call) and asks the worker (`verify_answer`, a local activity: the key never enters the workflow,
+only the verdict enters its history, so a replay never decides again).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import timedelta
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
+from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
-from workflows import bounds, names
+from workflows import names
 from workflows.contract.arguments import arguments_digest
-from workflows.contract.signing import REOPEN, VerifyRequest, VerifyVerdict, decision_of
-from workflows.conversation.record import Conversation
-from workflows.gate.approvals import Approvals
-from workflows.model import ReopenRequest, ToolApprovalResponse, ToolCall
-from workflows.shown import shorten
+from workflows.model import (
+    BudgetGrant,
+    QuestionAnswer,
+    ReopenRequest,
+    ToolApprovalResponse,
+    ToolCall,
+)
 
-VERIFY_TIMEOUT = timedelta(seconds=10)
-"""One check: an HMAC over a few hundred bytes, in the worker's own process."""
-VERIFY_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
+SIGNING_VERSION = "agent-answer-1"
+"""The first element of the signed bytes: a signature for another kind of message never
+verifies as an answer."""
 
 
-def verify_request(
+@dataclass(frozen=True)
+class SignedFields:
+    """Everything an answer's signature covers."""
+
+    approver: str
+    groups: tuple[str, ...]
+    workflow_id: str
+    run_id: str
+    call_id: str
+    arguments_sha256: str
+    decision: str
+    signed_at: str
+
+
+def canonical_groups(groups: Iterable[str]) -> tuple[str, ...]:
+    """Groups in one order, each once: the same set signs the same whatever order it came in."""
+    return tuple(sorted(set(groups)))
+
+
+def canonical_bytes(fields: SignedFields) -> bytes:
+    """The bytes signed: one compact JSON array, in a fixed order (unambiguous whatever the
+    values hold)."""
+    values = [
+        SIGNING_VERSION,
+        fields.approver,
+        list(canonical_groups(fields.groups)),
+        fields.workflow_id,
+        fields.run_id,
+        fields.call_id,
+        fields.arguments_sha256,
+        fields.decision,
+        fields.signed_at,
+    ]
+    return json.dumps(values, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+REOPEN = "reopen"
+"""The decision a signed `reopen_approval` signs: ask again for an expired call."""
+
+
+def decision_of(approved: bool) -> str:
+    """An approval's decision as signed."""
+    return "approve" if approved else "reject"
+
+
+def signed_at_text(moment: datetime) -> str:
+    """A time as `signed_at` carries it: ISO-8601 in UTC, to the microsecond, with `Z`."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class VerifyRequest(BaseModel):
+    """Input of `verify_answer`: the fields signed, as the workflow knows them, and the
+    signature the answer carried (base64)."""
+
+    approver: str
+    groups: list[str]
+    workflow_id: str
+    run_id: str
+    call_id: str
+    arguments_sha256: str
+    decision: str
+    signed_at: str
+    signature: str
+
+    def fields(self) -> SignedFields:
+        return SignedFields(
+            approver=self.approver,
+            groups=tuple(self.groups),
+            workflow_id=self.workflow_id,
+            run_id=self.run_id,
+            call_id=self.call_id,
+            arguments_sha256=self.arguments_sha256,
+            decision=self.decision,
+            signed_at=self.signed_at,
+        )
+
+
+class VerifyVerdict(BaseModel):
+    """Output of `verify_answer`: whether the signature verifies, else why not."""
+
+    valid: bool
+    problem: str | None = None
+
+
+def answer_decision(answer: object) -> str:
+    """A question's answer as it is signed: `answer:` and the hex SHA-256 of the answer as sent,
+    a text as it is, a list of options as its compact JSON."""
+    text = (
+        answer
+        if isinstance(answer, str)
+        else json.dumps(answer, ensure_ascii=False, separators=(",", ":"))
+    )
+    return "answer:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def grant_decision(grant: BudgetGrant) -> str:
+    """A grant's decision as signed: `grant:N` or `stop`."""
+    return "stop" if grant.stop else f"grant:{grant.tokens}"
+
+
+def budget_call(limit: int) -> str:
+    """What a signed grant names in place of a call: the budget as it stood, so a grant that took
+    effect cannot be sent again."""
+    return f"budget:{limit}"
+
+
+# ---- what each kind must cover, as the run knows it
+
+
+def approval_request(
     response: ToolApprovalResponse, call: ToolCall, *, workflow_id: str, run_id: str
 ) -> VerifyRequest:
-    """What the answer's signature must cover, as this run knows it."""
+    """An approval (or a vote) for `call`, the waiting call this run holds."""
     return VerifyRequest(
         approver=response.approver or "",
         groups=list(response.groups or []),
@@ -47,9 +175,67 @@ def verify_request(
     )
 
 
-async def signature_refusal(request: VerifyRequest, what: str) -> str | None:
+def answer_request(
+    answer: QuestionAnswer, call_id: str, arguments_sha256: str, *, workflow_id: str, run_id: str
+) -> VerifyRequest:
+    """An answer to the question of call `call_id` (its arguments' digest as this run holds it)."""
+    return VerifyRequest(
+        approver=answer.approver or "",
+        groups=list(answer.groups or []),
+        workflow_id=workflow_id,
+        run_id=run_id,
+        call_id=call_id,
+        arguments_sha256=arguments_sha256,
+        decision=answer_decision(answer.answer),
+        signed_at=answer.signed_at or "",
+        signature=answer.signature or "",
+    )
+
+
+def reopen_request(
+    request: ReopenRequest, call: ToolCall, *, workflow_id: str, run_id: str
+) -> VerifyRequest:
+    """Asking again for `call`, an expired call this run holds."""
+    return VerifyRequest(
+        approver=request.approver or "",
+        groups=list(request.groups or []),
+        workflow_id=workflow_id,
+        run_id=run_id,
+        call_id=call.id,
+        arguments_sha256=arguments_digest(call.arguments),
+        decision=REOPEN,
+        signed_at=request.signed_at or "",
+        signature=request.signature or "",
+    )
+
+
+def grant_request(
+    grant: BudgetGrant, limit: int, *, workflow_id: str, run_id: str
+) -> VerifyRequest:
+    """A grant for this run's budget as it stands (`limit`)."""
+    return VerifyRequest(
+        approver=grant.approver or "",
+        groups=list(grant.groups),
+        workflow_id=workflow_id,
+        run_id=run_id,
+        call_id=budget_call(limit),
+        arguments_sha256="",
+        decision=grant_decision(grant),
+        signed_at=grant.signed_at or "",
+        signature=grant.signature or "",
+    )
+
+
+# ---- the worker's verdict
+
+VERIFY_TIMEOUT = timedelta(seconds=10)
+"""One check, in the worker's own process."""
+VERIFY_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
+
+
+async def refusal(request: VerifyRequest, what: str) -> str | None:
     """The worker's verdict on one signature (`verify_answer`): None when it verifies, else why
-    `what` (an answer, a reopen, a grant) is refused."""
+    `what` (an answer, a vote, a reopen, a grant) is refused."""
     try:
         verdict = await workflow.execute_local_activity(
             names.ACTIVITY_VERIFY_ANSWER,
@@ -64,63 +250,3 @@ async def signature_refusal(request: VerifyRequest, what: str) -> str | None:
     if not verdict.valid:
         return f"{what} is refused: {verdict.problem}"
     return None
-
-
-class SignedAnswers:
-    """The check of a signed answer: the worker verifies it before the run takes it."""
-
-    def __init__(
-        self,
-        approvals: Approvals,
-        conversation: Conversation,
-        *,
-        workflow_id: str,
-        run_id: str,
-    ) -> None:
-        self._approvals = approvals
-        self._conversation = conversation
-        self._workflow_id = workflow_id
-        self._run_id = run_id
-
-    def signed(self, response: ToolApprovalResponse) -> bool:
-        """Whether this answer must be verified before it is taken."""
-        return response.signature is not None
-
-    async def problem(
-        self, response: ToolApprovalResponse, finished: Callable[[], bool]
-    ) -> str | None:
-        """Why a signed answer (already taken through `Approvals.receive`) is refused, or None:
-        its signature verifies and, after the check, the call still waits for it."""
-        shown = shorten(response.call_id, bounds.ECHO_CHARS)
-        call = self._conversation.pending_call(response.call_id)
-        if call is None:
-            return f"call '{shown}' is not waiting for an answer"
-        request = verify_request(response, call, workflow_id=self._workflow_id, run_id=self._run_id)
-        problem = await signature_refusal(request, f"the answer for call '{shown}'")
-        if problem is not None:
-            return problem
-        return self._approvals.receive(response, finished=finished()).problem
-
-    def signed_reopen(self, request: ReopenRequest) -> bool:
-        """Whether a `reopen_approval` must be verified before it is taken."""
-        return request.signature is not None
-
-    async def reopen_problem(self, request: ReopenRequest) -> str | None:
-        """Why a signed `reopen_approval` is refused (its signature does not verify for this
-        call of this run, decision `reopen`), or None."""
-        shown = shorten(request.call_id, bounds.ECHO_CHARS)
-        call = self._conversation.pending_call(request.call_id)
-        if call is None:
-            return f"call '{shown}' is not waiting for an answer"
-        check = VerifyRequest(
-            approver=request.approver or "",
-            groups=list(request.groups or []),
-            workflow_id=self._workflow_id,
-            run_id=self._run_id,
-            call_id=call.id,
-            arguments_sha256=arguments_digest(call.arguments),
-            decision=REOPEN,
-            signed_at=request.signed_at or "",
-            signature=request.signature or "",
-        )
-        return await signature_refusal(check, f"asking again for call '{shown}'")

@@ -3,18 +3,18 @@
 One iteration, in priority order: cancel > apply answers (resume) > max rounds > call the model.
 The workflow never does I/O: every model call and every tool execution is an activity
 (`activity_calls`). Its state is one object (`AgentState`), handed to the next generation as it
-is at continue-as-new (`state`, `generations`). Each concept has one owner beside the loop: the
-messages (`conversation`), the answers and the rules' decisions (`approvals`), a model call
-(`model_call`), a session's turns (`turns`), the durable waits (`waits`), what handlers take
-(`doors`), the event log, the live stream, what the Temporal UI and the inbox see
-(`visibility`).
+is at continue-as-new (`handover`, `generations`). Each concept has one owner, handed the run's
+context (`RunContext`): the messages (`conversation.record`), the answers and the rules'
+decisions (`gate.approvals`), questions, the budget and signatures (`people/`), a model call
+(`model_call`), a batch of tool calls (`batch`), a session's turns (`turns`), the durable waits
+(`waits`), what the signals and updates take (`handlers`, through `doors`), the event log, the
+live stream, what the Temporal UI and the inbox see (`visibility`).
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import NoReturn
 
 from temporalio import workflow
 from temporalio.common import RawValue
@@ -22,26 +22,15 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from workflows import activity_calls as calls
-    from workflows import bounds, metrics, names, shown
+    from workflows import metrics, names, shown
+    from workflows.context import RunContext
     from workflows.contract.rules import PolicyView
-    from workflows.contract.seal import (
-        START_ROLE,
-        was_sealed,
-    )
+    from workflows.contract.seal import START_ROLE, was_sealed
     from workflows.conversation.compaction import Compactor
     from workflows.conversation.record import Conversation
     from workflows.conversation.tail import ConversationTail, ConversationTails, TailRequest
     from workflows.gate.approvals import Approvals
     from workflows.gate.audit import audit_memo, audit_view, prompt_memo
-    from workflows.gate.reconstruction import plan_resume
-    from workflows.intake import (
-        Parsed,
-        parse_approval_policy,
-        parse_cancel,
-        parse_grant,
-        parse_reopen,
-        parse_user_message,
-    )
     from workflows.model import (
         PERSON_PHASES,
         AgentEvent,
@@ -51,41 +40,31 @@ with workflow.unsafe.imports_passed_through():
         AgentStatus,
         AuditView,
         BaseEvent,
-        BudgetGrant,
         BudgetStatus,
-        CancelRequest,
         ChatMessage,
         ErrorEvent,
         FinishedEvent,
         FinishReason,
-        LlmResponse,
         PendingQuestion,
         Phase,
-        ReopenRequest,
-        ToolApprovalResponse,
         ToolCall,
+        ToolSpec,
         WarningEvent,
     )
     from workflows.people.budget import Budget
-    from workflows.people.expiry import reopen_problem, resolve_timeout_policy
+    from workflows.people.expiry import resolve_timeout_policy
     from workflows.people.notifications import Notifier
     from workflows.people.questions import Questions
-    from workflows.people.signatures import SignedAnswers
-    from workflows.people.signed_questions import signature_problem
     from workflows.run import generations
     from workflows.run.batch import Batch, InFlight
     from workflows.run.doors import Doors
     from workflows.run.event_log import EVENT_TEXT_LIMIT, EventLog
-    from workflows.run.handover import (
-        bounded_handover,
-        handed_over,
-        handover,
-        initial_state,
-    )
+    from workflows.run.handlers import Handlers
+    from workflows.run.handover import bounded_handover, handed_over, handover, initial_state
     from workflows.run.live_stream import STREAM_PUBLISH_SIGNAL, LiveStream
     from workflows.run.model_call import Ended, ModelCall
     from workflows.run.turns import Turns
-    from workflows.run.visibility import Visibility
+    from workflows.run.visibility import Visibility, status_of
     from workflows.run.waits import Waits
     from workflows.run.wording import (
         APPROVAL_TIMED_OUT,
@@ -117,89 +96,62 @@ class AgentWorkflow:
         if self._doors.bound and self._refused is None and not continued:
             self._refused = self._doors.unbound(input._sealed_for, START_ROLE, first_run=False)
         resolve_timeout_policy(self._state.options)
-        self._log = EventLog(self._state)
-        self._conversation = Conversation(self._state)
-        self._conversation.sources.begin(self._state.messages)
-        self._approvals = Approvals(
-            self._state,
-            self._conversation,
-            run_id=info.first_execution_run_id,
-            emit=self._emit,
-            warn=self._warn,
-            now=workflow.now,
-            after_answer=self._show_waiting,
-        )
-        self._signed = SignedAnswers(
-            self._approvals,
-            self._conversation,
-            workflow_id=info.workflow_id,
-            run_id=info.first_execution_run_id,
-        )
-        self._questions = Questions(
-            self._state,
-            self._conversation,
-            run_id=info.first_execution_run_id,
-            emit=self._emit,
-            now=workflow.now,
-            after_answer=self._show_waiting,
-        )
-        self._tails = ConversationTails()
-        self._compactor = Compactor(
-            self._state,
-            self._conversation,
-            self._emit,
-            lambda: self._approvals.offered_specs() + self._questions.offered(),
-            self._warn,
-        )
-        self._notifier = Notifier(self._state, self._warn)
-        self._turns = Turns(
-            self._state,
-            self._conversation,
-            self._approvals,
-            warn=self._warn,
-            now=workflow.now,
-        )
-        self._waits = Waits(
-            self._state,
-            self._approvals,
-            self._notifier,
-            self._turns,
-            questions=self._questions,
-            emit=self._emit,
-            set_phase=self._set_phase,
-            handing_over=self._should_continue_as_new,
-        )
-        self._visibility = Visibility()
         # Bookkeeping of this generation only (never carried):
         self._phase: Phase = "running"
         self._finish_reason: FinishReason | None = None
         self._error: str | None = None
+        self._log = EventLog(self._state)
+        self._live = LiveStream(self._state.stream, self._warn, sealed_only=sealed_only)
+        self._visibility = Visibility()
         self._inflight = InFlight()
-        self._model = ModelCall(
-            self._state,
-            self._conversation,
-            self._approvals,
-            self._compactor,
-            self._inflight,
+        self._tails = ConversationTails()
+        ctx = self._ctx = RunContext(
+            state=self._state,
+            now=workflow.now,
+            workflow_id=info.workflow_id,
+            run_id=info.first_execution_run_id,
             emit=self._emit,
             warn=self._warn,
             set_phase=self._set_phase,
+        )
+        self._conversation = conversation = Conversation(self._state)
+        conversation.sources.begin(self._state.messages)
+        self._approvals = Approvals(ctx, conversation, after_answer=self._show_waiting)
+        self._questions = Questions(ctx, conversation, after_answer=self._show_waiting)
+        self._compactor = Compactor(ctx, conversation, self._offered)
+        self._notifier = Notifier(ctx)
+        self._turns = Turns(ctx, conversation, self._approvals)
+        self._budget = Budget(ctx, tell=self._notifier.budget_exhausted)
+        self._waits = Waits(
+            ctx,
+            self._approvals,
+            self._questions,
+            self._notifier,
+            self._turns,
+            handing_over=self._should_continue_as_new,
+        )
+        self._model = ModelCall(
+            ctx,
+            conversation,
+            self._approvals,
+            self._compactor,
+            self._inflight,
             offered=self._questions.offered,
             digests=self._tails,
         )
         self._batch = Batch(
-            self._conversation,
-            self._approvals,
-            self._inflight,
-            self._emit,
-            cancel_requested=lambda: self._state.cancel is not None,
+            ctx, conversation, self._approvals, self._questions, self._turns, self._inflight
         )
-        self._live = LiveStream(self._state.stream, self._warn, sealed_only=sealed_only)
-        self._budget = Budget(
-            self._state,
-            emit=self._emit,
-            set_phase=self._set_phase,
-            tell=self._notifier.budget_exhausted,
+        self._handlers = Handlers(
+            ctx,
+            self._doors,
+            conversation,
+            self._approvals,
+            self._questions,
+            self._budget,
+            self._waits,
+            self._inflight,
+            finished=lambda: self._finished,
         )
 
     # ------------------------------------------------------------------ run
@@ -225,9 +177,8 @@ class AgentWorkflow:
             raise
 
     async def _prepare(self) -> AgentRunResult | None:
-        """Read what a run needs once (the worker's tools and rules; carried afterwards) and, in
-        the first generation, check the input and let the calls it brings through the gate. A
-        result when the run ends right there."""
+        """Read what a run needs of the worker and, in the first generation, check the input and
+        let the calls it brings through the gate. A result when the run ends right there."""
         state = self._state
         await generations.read_setup(state, self._approvals, self._compactor)
         if state.generation > 0:
@@ -260,7 +211,7 @@ class AgentWorkflow:
         while True:
             # 1. Cancel requested: nothing else runs.
             if state.cancel is not None:
-                return self._finish("cancelled", self._cancel_message(state.cancel))
+                return self._finish("cancelled", cancel_message(state.cancel))
             if self._should_continue_as_new():
                 if (ended := await self._continue_as_new()) is not None:
                     return ended
@@ -273,7 +224,7 @@ class AgentWorkflow:
             pending = self._conversation.pending()
             if pending:
                 if state.seed_mode or not self._waiting_for_person(pending):
-                    past_limit = await self._run_batch(pending)
+                    past_limit = await self._batch.resume(pending)
                     state.round += 1
                     if past_limit:
                         self._turns.end(repeat_limit_warning(state.options.max_repeats))
@@ -296,12 +247,10 @@ class AgentWorkflow:
                 if await self._budget.wait(handing_over=self._should_continue_as_new):
                     return self._finish("budget")
                 continue
-            response = await self._ask_model()
-            if response is None:
-                if self._finish_reason is not None:
-                    return self._result()
-                continue  # cancelled in flight: the next iteration ends the run
-            if state.cancel is not None or state.messages[-1].tool_calls:
+            asked = await self._model.ask()
+            if isinstance(asked, Ended):
+                return self._finish("error", asked.problem)
+            if asked is None or state.cancel is not None or state.messages[-1].tool_calls:
                 continue  # the next iteration ends the run, runs the calls or waits for approval
             if state.held_messages:
                 continue  # a message arrived while the model was answering: answer it too
@@ -313,121 +262,12 @@ class AgentWorkflow:
                 return self._finish("stop")
             self._turns.await_next()
 
-    # ------------------------------------------------------------ turns
-
-    # ------------------------------------------------------------ the model
-
-    async def _ask_model(self) -> LlmResponse | None:
-        """One model call (`ModelCall`). None when the run ended (an error) or a cancel
-        interrupted the call."""
-        asked = await self._model.ask()
-        if isinstance(asked, Ended):
-            self._finish("error", asked.problem)
-            return None
-        return asked
-
-    # -------------------------------------------------------------- tools
-
-    async def _run_batch(self, pending: list[ToolCall]) -> bool:
-        """Run the approved and unguarded calls in parallel, answer the rest, in call order.
-        True when a session's turn ends here (a call was past the repeat limit)."""
-        state = self._state
-        self._set_phase("running", f"round {state.round}: running {len(pending)} tool call(s)")
-        allowed = set(self._approvals.allowed_tools())
-        steps = plan_resume(
-            pending,
-            state.answers,
-            self._approvals.requires_approval,
-            allowed.__contains__,
-            max_runs=bounds.MAX_CALLS_PER_REPLY,
-            max_argument_chars=bounds.MAX_ARGUMENT_CHARS,
-            refuse=self._approvals.refusal,
-        )
-        steps = self._questions.steps(steps)
-        past_limit = self._turns.in_session() and self._approvals.repeats.past_limit(pending)
-        self._approvals.repeats.count_answers(pending)
-        await self._batch.run(pending, steps)
-        self._approvals.batch_done()
-        self._questions.batch_done()
-        state.approval_wait = None
-        self._conversation.flush_held()
-        return past_limit
-
     # ----------------------------------------------------------- handlers
 
     @workflow.signal(dynamic=True)
     async def on_signal(self, name: str, args: Sequence[RawValue]) -> None:
-        """All signals come in raw, so a payload that does not decode or validate becomes a
-        `warning` event instead of being dropped by the SDK with only a log line."""
-        handlers: dict[str, Callable[[object], Awaitable[None] | None]] = {
-            names.SIGNAL_TOOL_APPROVAL: self._on_tool_approval,
-            names.SIGNAL_CANCEL: self._on_cancel,
-            names.SIGNAL_SEND_MESSAGE: self._on_send_message,
-            names.SIGNAL_MODEL_UNREACHABLE: self._on_model_unreachable,
-        }
-        handler = handlers.get(name)
-        if handler is None:
-            self._warn(f"unknown signal '{shown.shorten(name, bounds.ECHO_CHARS)}' ignored")
-            return
-        payload, error = self._doors.signal(name, args)
-        if error is not None:
-            self._warn(f"{name}: {error}; signal ignored")
-            return
-        handled = handler(payload)
-        if inspect.isawaitable(handled):
-            await handled  # a signed answer: checked by the worker first
-
-    def _on_tool_approval(self, payload: object) -> Awaitable[None] | None:
-        taken = self._approvals.receive(payload, finished=self._finished)
-        if taken.note:
-            self._warn(f"{names.SIGNAL_TOOL_APPROVAL}: {taken.note}")
-        if taken.response is None:
-            self._warn(f"{names.SIGNAL_TOOL_APPROVAL}: {taken.problem}; ignored")
-            return None
-        if self._signed.signed(taken.response):
-            return self._take_signed(taken.response)
-        self._approvals.answer(taken.response)
-        return None
-
-    async def _take_signed(self, response: ToolApprovalResponse) -> None:
-        """A signed answer by signal: taken once the worker verified it, else a warning."""
-        problem = await self._signed.problem(response, lambda: self._finished)
-        if problem is not None:
-            self._warn(f"{names.SIGNAL_TOOL_APPROVAL}: {problem}; ignored")
-            return
-        self._approvals.answer(response)
-
-    def _on_cancel(self, payload: object) -> None:
-        request = self._accept(names.SIGNAL_CANCEL, parse_cancel(payload))
-        if request is None or self._finished:
-            return
-        current = self._state.cancel
-        if current is not None and (current.immediate or not request.immediate):
-            return  # cancel twice: harmless (only an upgrade to immediate changes anything)
-        self._state.cancel = request
-        if request.immediate:
-            self._inflight.cancel_all()
-
-    def _on_send_message(self, payload: object) -> None:
-        message = self._accept(names.SIGNAL_SEND_MESSAGE, parse_user_message(payload))
-        if message is None:
-            return
-        if self._finished:
-            self._warn("send_message: the run has finished; message ignored")
-            return
-        problem = self._conversation.hold(message)
-        if problem is not None:
-            self._warn(f"send_message: {problem}; message ignored")
-
-    def _on_model_unreachable(self, payload: object) -> None:
-        """`call_llm` could not reach the model server and will try again: people are told at
-        once, every attempt (`{"message": …}`; only while a model call is in flight)."""
-        message = payload.get("message") if isinstance(payload, dict) else None
-        if not isinstance(message, str) or not message.strip():
-            self._warn(f"{names.SIGNAL_MODEL_UNREACHABLE}: no message; ignored")
-            return
-        if "llm" in self._inflight and not self._finished:
-            self._emit(WarningEvent(message=shown.shorten(message, EVENT_TEXT_LIMIT)))  # logged
+        """All signals come in raw (`Handlers.signal`)."""
+        await self._handlers.signal(name, args)
 
     @workflow.signal(name=STREAM_PUBLISH_SIGNAL)
     def _stream_publish(self, payload: RawValue) -> None:
@@ -440,144 +280,56 @@ class AgentWorkflow:
 
     @workflow.update(name=names.UPDATE_SUBMIT_APPROVAL)
     async def submit_approval(self, payload: RawValue) -> list[ToolCall]:
-        response = self._validated_approval(payload)
-        if self._signed.signed(response):  # checked by the worker first
-            problem = await self._signed.problem(response, lambda: self._finished)
-            if problem is not None:
-                self._warn(f"{names.UPDATE_SUBMIT_APPROVAL}: {problem}")
-                raise ApplicationError(problem, type="InvalidApproval", non_retryable=True)
-        self._approvals.answer(response)
-        return self._approvals.waiting()
+        """A person's answer; returns the calls still waiting. A signed one is checked by the
+        worker first."""
+        return await self._handlers.submit_approval(payload)
 
     @submit_approval.validator
     def _validate_submit_approval(self, payload: RawValue) -> None:
-        self._validated_approval(payload)
-
-    def _validated_approval(self, payload: RawValue) -> ToolApprovalResponse:
-        value, error = self._doors.update(names.UPDATE_SUBMIT_APPROVAL, payload)
-        if error is not None:
-            raise ApplicationError(error, type="InvalidApproval", non_retryable=True)
-        taken = self._approvals.receive(value, finished=self._finished)
-        if taken.response is None:
-            raise ApplicationError(str(taken.problem), type="InvalidApproval", non_retryable=True)
-        return taken.response
+        self._handlers.approval(payload)
 
     @workflow.update(name=names.UPDATE_SUBMIT_ANSWER)
     async def submit_answer(self, payload: RawValue) -> list[PendingQuestion]:
         """A person's answer to a question the model asked (`ask_user`); returns the questions
         still waiting. A signed answer is checked by the worker first."""
-        response, value = self._validated_answer(payload)
-        question = self._questions.question(response.call_id)
-        if response.signature and question:
-            info = workflow.info()
-            problem = await signature_problem(
-                response, question, workflow_id=info.workflow_id, run_id=info.first_execution_run_id
-            )
-            if problem is not None:
-                self._warn(f"{names.UPDATE_SUBMIT_ANSWER}: {problem}")
-                raise ApplicationError(problem, type="InvalidAnswer", non_retryable=True)
-            response, value = self._validated_answer(payload)  # it still waits after the check
-        who = {"approver": response.approver, "groups": response.groups}
-        self._questions.answer(response.call_id, value, **who)
-        return self._questions.shown()
+        return await self._handlers.submit_answer(payload)
 
     @submit_answer.validator
     def _validate_submit_answer(self, payload: RawValue) -> None:
-        self._validated_answer(payload)
-
-    def _validated_answer(self, payload: RawValue) -> tuple[Any, Any]:
-        value, error = self._doors.update(names.UPDATE_SUBMIT_ANSWER, payload)
-        try:
-            if error is not None:
-                raise ValueError(error)
-            return self._questions.receive(value, finished=self._finished)
-        except ValueError as err:
-            raise ApplicationError(str(err), type="InvalidAnswer", non_retryable=True) from None
+        self._handlers.answer(payload)
 
     @workflow.update(name=names.UPDATE_REOPEN_APPROVAL)
     async def reopen_approval(self, payload: RawValue) -> AgentStatus:
         """Ask again for an expired call: it waits with a new deadline (a signed request once
         the worker verified it). Returns the status."""
-        request = self._validated_reopen(payload)
-        if self._signed.signed_reopen(request):
-            problem = await self._signed.reopen_problem(request)
-            if problem is None:  # still expired and waiting after the check?
-                problem = reopen_problem(
-                    self._state, self._person_waiting(), request.call_id, finished=self._finished
-                )
-            if problem is not None:
-                self._warn(f"{names.UPDATE_REOPEN_APPROVAL}: {problem}")
-                raise ApplicationError(problem, type="InvalidReopen", non_retryable=True)
-        self._waits.reopen(request, self._conversation.pending())
+        await self._handlers.reopen_approval(payload)
         return self.status()
 
     @reopen_approval.validator
     def _validate_reopen_approval(self, payload: RawValue) -> None:
-        self._validated_reopen(payload)
-
-    def _validated_reopen(self, payload: RawValue) -> ReopenRequest:
-        value, error = self._doors.update(names.UPDATE_REOPEN_APPROVAL, payload)
-        parsed = parse_reopen(value) if error is None else None
-        if parsed is None or parsed.value is None:
-            why = str(error) if parsed is None else str(parsed.error)
-            raise ApplicationError(why, type="InvalidReopen", non_retryable=True)
-        waiting = [] if self._finished else self._person_waiting()
-        call_id = parsed.value.call_id
-        if problem := reopen_problem(self._state, waiting, call_id, finished=self._finished):
-            raise ApplicationError(problem, type="InvalidReopen", non_retryable=True)
-        return parsed.value
+        self._handlers.reopen(payload)
 
     @workflow.update(name=names.UPDATE_SET_APPROVAL_POLICY)
     def set_approval_policy(self, payload: RawValue) -> PolicyView:
         """Replace the run's rules (remembered ones included); calls waiting for a person that
         the new rules decide are decided at once. Returns the effective rules."""
-        self._approvals.set_run_rules(self._validated_policy(payload))
-        return self._approvals.policy.view()
+        return self._handlers.set_policy(payload)
 
     @set_approval_policy.validator
     def _validate_set_approval_policy(self, payload: RawValue) -> None:
-        self._validated_policy(payload)
-
-    def _validated_policy(self, payload: RawValue) -> list[Any]:
-        if self._finished:
-            raise ApplicationError(
-                "the run has finished", type="InvalidApprovalPolicy", non_retryable=True
-            )
-        value, error = self._doors.update(names.UPDATE_SET_APPROVAL_POLICY, payload)
-        parsed = parse_approval_policy(value) if error is None else None
-        if parsed is None or parsed.value is None:
-            why = str(error) if parsed is None else str(parsed.error)
-            raise ApplicationError(why, type="InvalidApprovalPolicy", non_retryable=True)
-        if problem := self._approvals.policy.unmatchable(parsed.value.rules):
-            raise ApplicationError(problem, type="InvalidApprovalPolicy", non_retryable=True)
-        return list(parsed.value.rules)
+        self._handlers.policy(payload)
 
     @workflow.update(name=names.UPDATE_GRANT_BUDGET)
     async def grant_budget(self, payload: RawValue) -> BudgetStatus:
         """More tokens for the run (`{"tokens": N}`), or stop it at its budget (`{"stop":
         true}`); a signed grant is checked by the worker first. The budget after it."""
-        grant = self._validated_grant(payload)
-        if (problem := await self._budget.signature_problem(grant)) is not None:
-            raise ApplicationError(problem, type="InvalidGrant", non_retryable=True)
-        return self._budget.grant(self._validated_grant(payload))  # as the run stands now
+        return await self._handlers.grant_budget(payload)
 
     @grant_budget.validator
     def _validate_grant_budget(self, payload: RawValue) -> None:
-        self._validated_grant(payload)
+        self._handlers.grant(payload)
 
-    def _validated_grant(self, payload: RawValue) -> BudgetGrant:
-        value, error = self._doors.update(names.UPDATE_GRANT_BUDGET, payload)
-        grant = None
-        if error is None:
-            parsed = parse_grant(value)
-            grant, error = parsed.value, parsed.error
-        if grant is not None:
-            setup = self._state.setup
-            allowed = setup.budget_groups if setup is not None else []
-            error = self._budget.refusal(grant, allowed=allowed, finished=self._finished)
-        if grant is None or error is not None:
-            raise ApplicationError(str(error), type="InvalidGrant", non_retryable=True)
-        return grant
+    # ------------------------------------------------------------ queries
 
     @workflow.query(name=names.QUERY_POLICY)
     def policy(self) -> PolicyView:
@@ -585,28 +337,18 @@ class AgentWorkflow:
 
     @workflow.query(name=names.QUERY_STATUS)
     def status(self) -> AgentStatus:
-        state = self._state
-        awaiting = self._phase in PERSON_PHASES and state.approval_wait is not None
-        waiting = [] if self._finished else self._approvals.waiting()
-        return AgentStatus(
-            phase=self._phase,
-            round=state.round,
-            pending_approvals=waiting,
-            finish_reason=self._finish_reason,
-            cancel_requested=state.cancel is not None,
-            awaiting_since=state.approval_wait.since if awaiting and state.approval_wait else None,
-            decided=[] if self._finished else self._approvals.decided(),
-            run_id=workflow.info().first_execution_run_id,
-            expired=[] if self._finished else self._waits.expired_ids(self._conversation.pending()),
-            escalations={
-                c.id: state.escalations[c.id] for c in waiting if c.id in state.escalations
-            },
-            approval_deadline=state.approval_wait.deadline
-            if awaiting and state.approval_wait
-            else None,
-            pending_questions=[] if self._finished else self._questions.shown(),
+        done = self._finished
+        return status_of(
+            self._state,
+            self._phase,
+            self._finish_reason,
+            run_id=self._ctx.run_id,
+            waiting=[] if done else self._approvals.waiting(),
+            decided=[] if done else self._approvals.decided(),
+            expired=[] if done else self._waits.expired_ids(self._conversation.pending()),
+            questions=[] if done else self._questions.shown(),
+            quorums=[] if done else self._approvals.quorums(),
             budget=self._budget.status(),
-            quorums=[] if self._finished else self._approvals.quorums(),
         )
 
     @workflow.query(name=names.QUERY_EVENTS)
@@ -640,16 +382,9 @@ class AgentWorkflow:
     def _finished(self) -> bool:
         return self._phase == "finished"
 
-    def _accept(self, signal: str, parsed: Parsed[Any]) -> Any:
-        if parsed.error is not None or parsed.value is None:
-            self._warn(f"{signal}: {parsed.error}; ignored")
-            return None
-        if parsed.note:
-            self._warn(f"{signal}: {parsed.note}")
-        return parsed.value
-
-    def _cancel_message(self, request: CancelRequest) -> str:
-        return cancel_message(request)
+    def _offered(self) -> list[ToolSpec]:
+        """Every tool the model is offered: the worker's this run allows, and the workflow's."""
+        return self._approvals.offered_specs() + self._questions.offered()
 
     def _emit(self, event: BaseEvent) -> None:
         self._live.publish(self._log.emit(event))  # type: ignore[arg-type]
@@ -667,10 +402,6 @@ class AgentWorkflow:
             asked = self._questions.waiting(self._conversation.pending())
             pending = len(self._approvals.waiting()) + len(asked)
         self._visibility.show(phase, details, pending)
-
-    def _person_waiting(self) -> list[ToolCall]:
-        """The calls and the questions' calls waiting for a person now."""
-        return self._approvals.waiting() + self._questions.calls(self._conversation.pending())
 
     def _waiting_for_person(self, pending: list[ToolCall]) -> bool:
         return bool(self._approvals.unanswered(pending) or self._questions.waiting(pending))
@@ -710,8 +441,4 @@ class AgentWorkflow:
         self._error = error
         self._set_phase("finished", f"finished: {reason}" + (f" ({error})" if error else ""))
         workflow.upsert_memo(audit_memo(self._state, reason, error, workflow.info().run_id))
-        return self._result()
-
-    def _result(self) -> AgentRunResult:
-        assert self._finish_reason is not None
-        return generations.result_of(self._state, self._finish_reason, self._error)
+        return generations.result_of(self._state, reason, error)

@@ -9,20 +9,23 @@ interrupts the batch.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from workflows import activity_calls as calls
-from workflows.bounds import MAX_PARALLEL_TOOLS
+from workflows.bounds import MAX_ARGUMENT_CHARS, MAX_CALLS_PER_REPLY, MAX_PARALLEL_TOOLS
+from workflows.context import RunContext
 from workflows.contract.tool_results import envelope_error
 from workflows.conversation.record import Conversation
 from workflows.gate.approvals import Approvals
-from workflows.gate.reconstruction import Execute, Respond, Step
-from workflows.model import BaseEvent, ToolCall, ToolRequest, ToolResultEvent
+from workflows.gate.reconstruction import Execute, Respond, Step, plan_resume
+from workflows.model import ToolCall, ToolRequest, ToolResultEvent
+from workflows.people.questions import Questions
 from workflows.run.event_log import EVENT_TEXT_LIMIT
+from workflows.run.turns import Turns
 from workflows.run.wording import INTERRUPTED_TOOL
 from workflows.shown import shorten
 
@@ -50,21 +53,51 @@ class InFlight:
 class Batch:
     def __init__(
         self,
+        ctx: RunContext,
         conversation: Conversation,
         approvals: Approvals,
+        questions: Questions,
+        turns: Turns,
         inflight: InFlight,
-        emit: Callable[[BaseEvent], None],
-        cancel_requested: Callable[[], bool],
     ) -> None:
+        self._ctx = ctx
+        self._state = ctx.state
+        self._questions = questions
+        self._turns = turns
         self._conversation = conversation
         self._approvals = approvals
         self._inflight = inflight
-        self._emit = emit
-        self._cancel_requested = cancel_requested
+        self._emit = ctx.emit
         self._calls: list[ToolCall] = []
         self._results: dict[str, str] = {}
         self._executed: set[str] = set()
         """The calls whose result is their `execute_tool` activity's (not a failure's)."""
+
+    async def resume(self, pending: list[ToolCall]) -> bool:
+        """Resume by message reconstruction: run the approved and unguarded calls in parallel,
+        answer the rest, in call order (`plan_resume`). True when a session's turn ends here (a
+        call was past the repeat limit)."""
+        state = self._state
+        self._ctx.set_phase("running", f"round {state.round}: running {len(pending)} tool call(s)")
+        allowed = set(self._approvals.allowed_tools())
+        steps = plan_resume(
+            pending,
+            state.answers,
+            self._approvals.requires_approval,
+            allowed.__contains__,
+            max_runs=MAX_CALLS_PER_REPLY,
+            max_argument_chars=MAX_ARGUMENT_CHARS,
+            refuse=self._approvals.refusal,
+        )
+        steps = self._questions.steps(steps)
+        past_limit = self._turns.in_session() and self._approvals.repeats.past_limit(pending)
+        self._approvals.repeats.count_answers(pending)
+        await self.run(pending, steps)
+        self._approvals.batch_done()
+        self._questions.batch_done()
+        state.approval_wait = None
+        self._conversation.flush_held()
+        return past_limit
 
     async def run(self, pending: Sequence[ToolCall], steps: Sequence[Step]) -> None:
         """Run the `Execute` steps, answer the `Respond` ones, append every result."""
@@ -111,7 +144,7 @@ class Batch:
             self._executed.add(call.id)
         except ActivityError as err:
             if calls.is_cancellation(err):
-                if not self._cancel_requested():
+                if self._state.cancel is None:
                     raise  # Temporal's own cancellation: the run ends as cancelled
                 return  # answered as cancelled when the batch is appended
             content = calls.tool_failure_content(err, spec)

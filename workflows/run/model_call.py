@@ -15,17 +15,15 @@ from temporalio.exceptions import ActivityError
 
 from workflows import activity_calls as calls
 from workflows import bounds, metrics
+from workflows.context import RunContext
 from workflows.conversation.compaction import Compactor
 from workflows.conversation.record import Conversation
 from workflows.conversation.tail import ConversationTails
 from workflows.gate.approvals import Approvals
 from workflows.model import (
-    AgentState,
-    BaseEvent,
     ChatMessage,
     LlmRequest,
     LlmResponse,
-    Phase,
     Tail,
     TextDeltaEvent,
     ToolSpec,
@@ -46,26 +44,23 @@ class Ended:
 class ModelCall:
     def __init__(
         self,
-        state: AgentState,
+        ctx: RunContext,
         conversation: Conversation,
         approvals: Approvals,
         compactor: Compactor,
         inflight: InFlight,
         *,
-        emit: Callable[[BaseEvent], None],
-        warn: Callable[[str], None],
-        set_phase: Callable[[Phase, str], None],
         offered: Callable[[], list[ToolSpec]] = list,
         digests: ConversationTails | None = None,
     ) -> None:
-        self._state = state
+        self._state = ctx.state
         self._conversation = conversation
         self._approvals = approvals
         self._compactor = compactor
         self._inflight = inflight
-        self._emit = emit
-        self._warn = warn
-        self._set_phase = set_phase
+        self._emit = ctx.emit
+        self._warn = ctx.warn
+        self._set_phase = ctx.set_phase
         self._offered = offered
         """The tools the workflow itself offers besides the worker's (`ask_user`)."""
         self._digests = digests or ConversationTails()

@@ -7,30 +7,22 @@ and of when a turn's round count starts again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 
+from workflows.context import RunContext
 from workflows.conversation.record import Conversation
 from workflows.gate.approvals import Approvals
-from workflows.model import AgentState, ChatMessage, SessionWait
+from workflows.model import ChatMessage, SessionWait
 from workflows.run.wording import EMPTY_REPLY_NUDGE, nothing_returned_warning, nudged_already
 
 
 class Turns:
-    def __init__(
-        self,
-        state: AgentState,
-        conversation: Conversation,
-        approvals: Approvals,
-        *,
-        warn: Callable[[str], None],
-        now: Callable[[], datetime],
-    ) -> None:
-        self._state = state
+    def __init__(self, ctx: RunContext, conversation: Conversation, approvals: Approvals) -> None:
+        self._state = ctx.state
         self._conversation = conversation
         self._approvals = approvals
-        self._warn = warn
-        self._now = now
+        self._warn = ctx.warn
+        self._now = ctx.now
 
     def in_session(self) -> bool:
         """A session: a turn that stops at a limit ends the turn, not the run."""

@@ -8,7 +8,18 @@ from temporalio import workflow
 
 from workflows import names
 from workflows.bounds import arguments_text
-from workflows.model import Phase, ToolCall
+from workflows.model import (
+    PERSON_PHASES,
+    AgentState,
+    AgentStatus,
+    ApprovalRecord,
+    BudgetStatus,
+    FinishReason,
+    PendingQuestion,
+    Phase,
+    Quorum,
+    ToolCall,
+)
 from workflows.people.ask_user import Question
 from workflows.shown import shorten
 
@@ -55,3 +66,36 @@ def describe_expired(round_: int, waiting: list[ToolCall]) -> str:
     for call in waiting:
         lines.append(f"- {call.id}: {call.name} {shorten(arguments_text(call.arguments), 200)}")
     return "\n".join(lines)
+
+
+def status_of(
+    state: AgentState,
+    phase: Phase,
+    finish_reason: FinishReason | None,
+    *,
+    run_id: str,
+    waiting: list[ToolCall],
+    decided: list[ApprovalRecord],
+    expired: list[str],
+    questions: list[PendingQuestion],
+    quorums: list[Quorum],
+    budget: BudgetStatus | None,
+) -> AgentStatus:
+    """The `status` query's answer: the phase, what waits for whom, and since when."""
+    wait = state.approval_wait if phase in PERSON_PHASES else None
+    return AgentStatus(
+        phase=phase,
+        round=state.round,
+        pending_approvals=waiting,
+        finish_reason=finish_reason,
+        cancel_requested=state.cancel is not None,
+        awaiting_since=wait.since if wait is not None else None,
+        decided=decided,
+        run_id=run_id,
+        expired=expired,
+        escalations={c.id: state.escalations[c.id] for c in waiting if c.id in state.escalations},
+        approval_deadline=wait.deadline if wait is not None else None,
+        pending_questions=questions,
+        budget=budget,
+        quorums=quorums,
+    )

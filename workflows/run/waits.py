@@ -13,13 +13,11 @@ from datetime import timedelta
 from temporalio import workflow
 
 from workflows import bounds
+from workflows.context import RunContext
 from workflows.gate.approvals import Approvals
 from workflows.model import (
-    AgentState,
     ApprovalWait,
     AwaitingApprovalEvent,
-    BaseEvent,
-    Phase,
     ReopenRequest,
     SessionWait,
     ToolApprovalResponse,
@@ -37,24 +35,22 @@ from workflows.run.wording import APPROVAL_TIMED_OUT
 class Waits:
     def __init__(
         self,
-        state: AgentState,
+        ctx: RunContext,
         approvals: Approvals,
+        questions: Questions,
         notifier: Notifier,
         turns: Turns,
         *,
-        questions: Questions,
-        emit: Callable[[BaseEvent], None],
-        set_phase: Callable[[Phase, str], None],
         handing_over: Callable[[], bool],
     ) -> None:
-        self._state = state
-        self._expiry = Expiry(state, notifier, emit=emit, now=workflow.now)
+        self._state = ctx.state
+        self._expiry = Expiry(ctx, notifier)
         self._approvals = approvals
         self._questions = questions
         self._notifier = notifier
         self._turns = turns
-        self._emit = emit
-        self._set_phase = set_phase
+        self._emit = ctx.emit
+        self._set_phase = ctx.set_phase
         self._handing_over = handing_over
         """Whether the run should continue as new now (a wait gives way to it)."""
 
