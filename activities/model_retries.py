@@ -6,10 +6,10 @@ stops.
   every follower), and the next attempt comes after the usual backoff (1 s, 2 s, 4 s, … at most
   60 s). Once LLM_MAX_WAIT has passed since the first attempt, the call gives up and the run
   ends with an error saying so.
-- This release's runs retry a model call until the activity gives up (the workflow sets no
-  attempt limit), so every other retryable failure stops here at LLM_ATTEMPTS attempts, as the
-  earlier releases' retry policy did, and an attempt that starts after both LLM_ATTEMPTS
-  attempts and LLM_MAX_WAIT (the earlier attempts timed out) gives up at once.
+- A run retries a model call until the activity gives up (the workflow sets no attempt limit),
+  so every other retryable failure stops here at LLM_ATTEMPTS attempts, and an attempt that
+  starts after both LLM_ATTEMPTS attempts and LLM_MAX_WAIT (the earlier attempts timed out)
+  gives up at once.
 
 An expected network failure is `BENIGN` for the SDK: it logs it without a traceback.
 """
@@ -30,7 +30,7 @@ from workflows import names
 log = logging.getLogger(__name__)
 
 LLM_ATTEMPTS = 8
-"""Attempts of a model call that fails for any other reason (the earlier releases' limit)."""
+"""Attempts of a model call that fails for any other reason than an unreachable server."""
 MAX_BACKOFF_SECONDS = 60.0
 TELL_SECONDS = 5.0
 """The longest telling the run may hold up the next attempt."""
@@ -43,7 +43,8 @@ def waited_seconds(info: activity.Info) -> float:
 
 
 def unlimited(info: activity.Info) -> bool:
-    """Whether the workflow left the number of attempts to the activity (this release's runs)."""
+    """Whether the workflow left the number of attempts to the activity (`call_llm`'s policy;
+    `summarize_conversation` sets its own)."""
     policy = info.retry_policy
     return policy is not None and not policy.maximum_attempts
 

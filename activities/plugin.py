@@ -5,8 +5,8 @@
     async with Worker(client, task_queue="agent", plugins=[plugin]): ...
 
 `AgentPlugin` gives any `Worker` AgentWorkflow and AgentNotification, their activities
-(`worker_setup`, `call_llm`, `summarize_conversation`, `execute_tool`, `notify`; `list_tools` and
-`worker_policy` for runs of earlier releases) over the worker's tools (the built-ins,
+(`worker_setup`, `call_llm`, `summarize_conversation`, `execute_tool`, `notify`,
+`verify_answer`) over the worker's tools (the built-ins,
 `AGENT_TOOLS`, the plugin's `tools`, the `AGENT_MCP_CONFIG` servers' tools), the MCP servers
 running for as long as the worker runs, and the heartbeat tuning that lets an immediate cancel
 reach a running activity; and it gives any `Client` the project's data converter (pydantic, and

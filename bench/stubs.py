@@ -1,6 +1,6 @@
 """In-process activities for the bench: the bare workflow's no-op steps, and fake agent
 activities registered under the real names (`worker_setup`,
-`call_llm`, `summarize_conversation`, `execute_tool`): every activity a run of this release may
+`call_llm`, `summarize_conversation`, `execute_tool`): every activity a run may
 schedule, so that no figure's run waits on an activity no worker has.
 
 The fakes are for figures whose subject is the workflow, not the HTTP client: history growth

@@ -3,7 +3,7 @@ page, newest first as Temporal's visibility orders runs (open runs first, by sta
 runs, by when they closed: it offers no other order), one row per run chain (the generations a
 run continued as new from are left out, and the row's start is the chain's first start).
 
-Finished runs of this release carry their decision counts and tokens in their memo, naming the run
+Finished runs carry their decision counts and tokens in their memo, naming the run
 (`workflows.gate.audit.audit_memo`), so a page of them costs one listing and no worker. Open runs
 have no memo yet: their phase is their `AgentStatus` search attribute, and their counts are asked
 for by the web app (`starter.web.run_counts`), not here.
@@ -108,12 +108,12 @@ class RunRow:
     closed_at: datetime | None
     decisions: AuditCounts | None = None
     """How its calls were decided; None when not known (an open run whose worker did not
-    answer, a run Temporal ended, a run of an earlier release)."""
+    answer, a run Temporal ended)."""
     tokens: Usage | None = None
     counts_from: str | None = None
     """Where the counts come from: `memo` (a finished run), `audit` (asked of an open run)."""
     error: str | None = None
-    """Why the run ended, when it ended with an error (its memo says, from this release on)."""
+    """Why the run ended, when it ended with an error (its memo says)."""
     prompt: str | None = None
     """The run's first user message as its memo keeps it (cut short); None for a run started
     before the memo had it, or a memo this program cannot read."""
@@ -216,8 +216,8 @@ def parse_filter(status: str | None, text: str | None) -> RunFilter:
 
 def _own_memo(memo: Any, run_id: str) -> Any:
     """The memo when the run wrote it itself: one naming this very run
-    (`workflows.gate.audit.audit_memo`). Any other (a client's own memo given at start, one of an
-    earlier release) says nothing: None."""
+    (`workflows.gate.audit.audit_memo`). Any other (a client's own memo given at start) says
+    nothing: None."""
     return memo if isinstance(memo, dict) and memo.get("run_id") == run_id else None
 
 

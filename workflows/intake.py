@@ -175,7 +175,7 @@ def decode(
     args: Sequence[RawValue], *, optional: bool, sealed_only: bool = False
 ) -> tuple[object, str | None]:
     """The one payload of a signal or update, decoded loosely (any JSON), or what was wrong.
-    With `sealed_only` (encryption on, this release's runs), a payload the codec found in
+    With `sealed_only` (a run started with encryption on), a payload the codec found in
     plaintext is refused: only key holders answer, cancel or write to a run."""
     if not args:
         return None, None if optional else "no payload given"

@@ -81,7 +81,7 @@ def _failure(err: Exception, workflow_id: str) -> Answer:
 
 def query_failure(err: Exception, workflow_id: str) -> Answer:
     """A query the run could not answer: as `_failure`, and a query the run's worker does not
-    know (an earlier release) is a 409 saying so."""
+    know (another program under the workflow type's name) is a 409 saying so."""
     if isinstance(err, WorkflowQueryFailedError):
         return 409, {"error": f"run '{workflow_id}' cannot answer this query: {err}"}
     return _failure(err, workflow_id)

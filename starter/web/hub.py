@@ -399,7 +399,7 @@ class RunWatch:
 
     async def _read_audit(self) -> tuple[AuditView | None, str | None]:
         """The run's decisions, or why there are none: asked apart, so a run whose worker cannot
-        answer the `audit` query (an earlier release) still shows its phase and conversation."""
+        answer the `audit` query still shows its phase and conversation."""
         try:
             return await self._handle.audit(), None
         except Exception as err:

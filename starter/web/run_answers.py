@@ -94,7 +94,7 @@ class RunAnswers(Generic[T]):
             async with self._gate:
                 self.asked += 1
                 value = await query()
-        except Exception as err:  # no worker, an earlier release, closed since: keep what was
+        except Exception as err:  # no worker, closed since: keep what was
             log.debug("no answer from %s: %s", key[0], err)
             entry.retry_at = self._clock() + self._retry_seconds
             return

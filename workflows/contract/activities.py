@@ -111,8 +111,7 @@ class LlmRequest(BaseModel):
     `execute_tool`; left out of the JSON when empty."""
     digest: str | None = Field(default=None, exclude_if=lambda value: value is None)
     """The digest (`conversation_tail.extend`'s chain) of the first `message_count` messages of
-    what the request is for (the record, or the model's view); None in runs of earlier releases
-    (left out when unset)."""
+    what the request is for (the record, or the model's view); left out when unset."""
     tail: Tail | None = Field(default=None, exclude_if=lambda value: value is None)
     """What was added since the run's previous request, when known (left out when unset)."""
 

@@ -210,8 +210,8 @@ class AgentRunOptions(BaseModel):
     approval_timeout_seconds: Annotated[float, Field(gt=0)] | None = None
     on_approval_timeout: ApprovalTimeoutPolicy | None = None
     """What the approval timeout does: `expire` (the calls wait on, expired, until a person asks
-    again, rejects or cancels), `cancel` (the run) or `reject` (the calls). null: `expire` for
-    runs of this release (`versions.Rules.expire_on_timeout`), `cancel` for earlier ones."""
+    again, rejects or cancels), `cancel` (the run) or `reject` (the calls). null: `expire`,
+    written into the options at the run's start."""
     approval_escalate_after_seconds: Annotated[float, Field(gt=0)] | None = None
     """After a call has waited this long, `approval_escalate_to` may answer it too (null: the
     worker's AGENT_ESCALATE_AFTER_SECONDS, or never)."""

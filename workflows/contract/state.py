@@ -49,8 +49,8 @@ class ContextState(BaseModel):
     """Record index of a tool result → the characters the view keeps of it."""
     summary_as_user: bool = False
     """The summary reaches the model as a user message saying it is a summary (it is written
-    from tool output: data, never the system's word); False: as a system message (runs of
-    earlier releases)."""
+    from tool output: data, never the system's word). Always True once a summary exists; kept
+    in the state's JSON, which a run hands to its next generation as it is."""
     too_long: int = 0
     """Replies in a row that said the request was too long for the model."""
 
@@ -118,8 +118,8 @@ class AgentState(BaseModel):
     """Pending calls a rule says a person must answer although their tool needs no approval."""
     call_runs: dict[str, int] = Field(default_factory=dict)
     """How often each distinct call (tool and arguments, hashed) ran in this run: the repeat
-    limit (`options.max_repeats`). Bounded (`workflows.gate.repeats`). Runs of this release count
-    per turn (a session's next message starts again from zero), rejections included."""
+    limit (`options.max_repeats`). Bounded (`workflows.gate.repeats`). Runs count per turn (a
+    session's next message starts again from zero), rejections included."""
     turn_rejections: dict[str, str | None] = Field(default_factory=dict)
     """The calls (hashed as in `call_runs`) a person rejected in this turn, with the reason
     given: the same call again is answered with that rejection without asking anyone. Bounded
@@ -127,7 +127,7 @@ class AgentState(BaseModel):
     context: ContextState = Field(default_factory=ContextState)
     """The model's window and the compaction of its view (`workflows.conversation.window`)."""
     setup: WorkerSetup | None = None
-    """What `worker_setup` said (runs of this release; None before it answered)."""
+    """What `worker_setup` said (None before it answered)."""
     waited_for_person: bool = False
     """A call of this run waited for a person (its end is notified, with AGENT_NOTIFY_URL)."""
     audit: list[AuditEntry] = Field(default_factory=list)
