@@ -102,6 +102,10 @@ def _arguments(value: Any, where: str) -> str | None:
     raise _wrong(where, value, "a string")
 
 
+MAX_CALL_TOKENS = 1_000_000_000
+"""More tokens than any model takes or writes in one call: a usage count past it is not one."""
+
+
 def read_usage(value: Any) -> Usage | None:
     """`usage`: None when absent or null."""
     if value is None:
@@ -111,6 +115,29 @@ def read_usage(value: Any) -> Usage | None:
         prompt_tokens=_count(usage.get("prompt_tokens"), "usage.prompt_tokens") or 0,
         completion_tokens=_count(usage.get("completion_tokens"), "usage.completion_tokens") or 0,
     )
+
+
+def implausible_usage(usage: Usage) -> str | None:
+    """Why a reported usage is no model's (a count past `MAX_CALL_TOKENS`), or None. Such a
+    reply is malformed, not a failure to retry: its text and calls stand, its usage does not."""
+    largest = max(usage.prompt_tokens, usage.completion_tokens)
+    if largest <= MAX_CALL_TOKENS:
+        return None
+    return (
+        f"the model server reported {largest:,} tokens for one call, more than any model takes"
+        f" ({MAX_CALL_TOKENS:,}): its usage is ignored as malformed"
+    )
+
+
+def usage_of(value: Any) -> tuple[Usage | None, str | None]:
+    """A reply's usage as the run may count it (None: absent, or malformed), and the warning
+    for a malformed one."""
+    usage = read_usage(value)
+    if usage is None:
+        return None, None
+    if (problem := implausible_usage(usage)) is not None:
+        return None, problem
+    return usage, None
 
 
 # ---- A whole reply ----
@@ -142,10 +169,13 @@ def read_completion(value: Any) -> LlmResponse:
                 or "",
             )
         )
+    usage, problem = usage_of(reply.get("usage"))
     return LlmResponse(
         message=ChatMessage.assistant(content, calls),
-        usage=read_usage(reply.get("usage")) or Usage(),
+        usage=usage or Usage(),
+        usage_reported=usage is not None,
         finish_reason=_string(choice.get("finish_reason"), "choices[0].finish_reason"),
+        warnings=[problem] if problem else [],
     )
 
 
@@ -167,6 +197,8 @@ class StreamAssembly:
     text: list[str] = field(default_factory=list)
     calls: dict[int, _PartialCall] = field(default_factory=dict)
     usage: Usage | None = None
+    usage_problem: str | None = None
+    """Why a usage the stream reported was ignored (a count no model could make)."""
     finish_reason: str | None = None
     """The last non-null `finish_reason` of choice 0."""
     on_text: Callable[[str], None] | None = None
@@ -178,9 +210,11 @@ class StreamAssembly:
 
     def add_chunk(self, value: Any) -> None:
         chunk = required_object(value, "the stream chunk")
-        usage = read_usage(chunk.get("usage"))
+        usage, problem = usage_of(chunk.get("usage"))
         if usage is not None:
             self.usage = usage
+        elif problem is not None:
+            self.usage_problem = problem
         for position, raw in enumerate(_array(chunk.get("choices"), "choices")):
             where = f"choices[{position}]"
             choice = required_object(raw, where)
@@ -221,5 +255,7 @@ class StreamAssembly:
         return LlmResponse(
             message=ChatMessage.assistant("".join(self.text), calls),
             usage=self.usage or Usage(),
+            usage_reported=self.usage is not None,
             finish_reason=self.finish_reason,
+            warnings=[self.usage_problem] if self.usage_problem and self.usage is None else [],
         )

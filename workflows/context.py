@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from workflows.model import AgentState, BaseEvent, Phase
+from workflows.versions import Patched
 
 
 def _ignore_event(_event: BaseEvent) -> None:
@@ -43,3 +44,5 @@ class RunContext:
     """A `warning` event (and a log line)."""
     set_phase: Callable[[Phase, str], None] = field(default=_ignore_phase)
     """The run's phase and the details the Temporal UI shows."""
+    patched: Patched = field(default_factory=Patched)
+    """Which patches the run was started with (all of them for a new run)."""

@@ -16,6 +16,7 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 from workflows.bounds import ECHO_CHARS, MAX_APPROVER_CHARS, MAX_ARGUMENT_CHARS
+from workflows.contract.inputs import tokens_problem
 from workflows.contract.rules import ApprovalPolicy
 from workflows.model import (
     BudgetGrant,
@@ -101,6 +102,9 @@ def parse_cancel(payload: object) -> Parsed[CancelRequest]:
 
 def parse_grant(payload: object) -> Parsed[BudgetGrant]:
     """`grant_budget` takes `{"tokens": N}` or `{"stop": true}`, with who grants."""
+    if isinstance(payload, dict) and payload.get("tokens") is not None:
+        if (problem := tokens_problem(payload["tokens"])) is not None:
+            return Parsed(error=problem)
     value, error = _validate(BudgetGrant, payload, "grant")
     if error is not None or not isinstance(value, BudgetGrant):
         return Parsed(error=error)

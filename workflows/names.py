@@ -42,8 +42,9 @@ ACTIVITY_WORKER_SETUP = "worker_setup"
 ACTIVITY_SUMMARIZE = "summarize_conversation"
 ACTIVITY_NOTIFY = "notify"
 ACTIVITY_VERIFY_ANSWER = "verify_answer"
-"""A local activity: checks a signed answer's HMAC with the worker's `AGENT_APPROVER_KEY` (the
-key never enters the workflow; the verdict is recorded in the history, so replay never needs it)."""
+"""A local activity: checks a signed decision's Ed25519 signature with the keys of the worker's
+approvers file and says whose groups the signer has (the verdict is recorded in the history, so
+replay never needs the file)."""
 
 # Search attributes: the cluster-wide approval inbox.
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")

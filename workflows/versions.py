@@ -19,6 +19,11 @@ from temporalio import workflow
 
 LOOP_COST_2 = "loop-cost-2"
 """0.7's marker: every run 1.0 replays was started with it, or with no marker at all."""
+OWN_KEYS = "own-keys-1"
+"""People sign with their own keys, and what follows from it: a signed decision's groups are
+the worker's (its approvers file), never the sender's, so eligibility is checked after the
+signature; a grant takes effect once; a rule never decides an expired call; the operator's
+escalation widens its own enforced rule; a reply that reports no usage counts an estimate."""
 
 
 @dataclass(frozen=True)
@@ -37,9 +42,22 @@ class Patch:
 PATCHES = (
     Patch(LOOP_COST_2, "the loop as 1.0 carries it (0.7's marker)", "0.7", date(2027, 1, 6),
           deprecated=True),
+    Patch(OWN_KEYS, "people sign with their own keys; groups only from the worker", "1.0",
+          date(2027, 1, 8)),
 )  # fmt: skip
 
 
-def mark_this_run() -> None:
-    """Write this run's patch markers (call once, from the workflow's `__init__`)."""
+@dataclass(frozen=True)
+class Patched:
+    """What this run does that a run started before the patch did not: one field per patch,
+    named by what it changes, read once when the run starts (True for every new run)."""
+
+    own_keys: bool = True
+    """`OWN_KEYS`."""
+
+
+def this_run() -> Patched:
+    """Write this run's patch markers and read which it was started with (call once, from the
+    workflow's `__init__`: a run's first activation writes them all)."""
     workflow.deprecate_patch(LOOP_COST_2)
+    return Patched(own_keys=workflow.patched(OWN_KEYS))

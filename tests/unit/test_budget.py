@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from workflows.contract.inputs import TOKENS_RULE, tokens_problem
 from workflows.intake import parse_grant
 from workflows.model import (
     AgentRunInput,
@@ -71,8 +72,8 @@ def test_grants_that_are_refused_say_why() -> None:
     )
     claimed = BudgetGrant(tokens=5, approver="mallory", groups=["ops"])  # not signed
     assert why(claimed, SPENT, allowed_groups=["ops"]) == (
-        "only ops may grant tokens or stop a run at its budget, with a signed grant"
-        " (AGENT_APPROVER_KEY): groups a grant only claims are not believed"
+        "only ops may grant tokens or stop a run at its budget, with a signed grant (their key"
+        " in the worker's AGENT_APPROVERS_FILE): groups a grant only claims are not believed"
     )
     assert why(BudgetGrant(stop=True), ROOM) == (
         "the run is not at its token budget (used 20 of 100 tokens): cancel it to stop it"
@@ -91,7 +92,13 @@ def test_bad_payloads_are_refused(payload: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         BudgetGrant.model_validate(payload)
     parsed = parse_grant(payload)
-    assert parsed.value is None and parsed.error and parsed.error.startswith("invalid grant")
+    assert parsed.value is None and parsed.error
+    assert parsed.error.startswith(("invalid grant", "tokens must be"))
+
+
+@pytest.mark.parametrize("tokens", [-5, 0, 2.5, "5", True])
+def test_a_bad_token_count_gets_the_one_sentence(tokens: object) -> None:
+    assert parse_grant({"tokens": tokens}).error == TOKENS_RULE == tokens_problem(tokens)
 
 
 def test_a_signed_grant_signs_its_decision_over_the_budget_as_it_stands() -> None:

@@ -30,14 +30,19 @@ class Vote(BaseModel):
 
     approver: str
     groups: list[str] = Field(default_factory=list)
+    """The approver's groups as the worker's approvers file has them (found by the check)."""
     approved: bool
     at: datetime
     signed_at: str
     signature: str
+    signed_by: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The signing service that signed for the approver; left out for their own key."""
+    reason: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """What the approver said with their vote (left out when nothing)."""
 
 
 class ToolSpec(BaseModel):
-    """What the worker's registry says about one tool; the workflow gets these from `list_tools`."""
+    """What the worker's registry says about one tool (in its setup, `worker_setup`)."""
 
     name: str
     description: str
@@ -168,6 +173,11 @@ class WorkerSetup(BaseModel):
     """The worker's AGENT_ESCALATE_AFTER_SECONDS: a run's default (left out when unset)."""
     escalate_to: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
     """The worker's AGENT_ESCALATE_TO: a run's default (left out when empty)."""
+    approver_groups: dict[str, int] | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
+    """Each group of the worker's approvers file and how many people are in it: a run's
+    approver rule that no one could meet is refused (None: the worker said nothing of it)."""
 
 
 class NotifyRequest(BaseModel):
@@ -221,6 +231,9 @@ class LlmResponse(BaseModel):
     the likely cause); the workflow emits each as a `warning` event."""
     max_tokens: int | None = None
     """The `max_tokens` the request carried (the run's, else the worker's), if any."""
+    usage_reported: bool = Field(default=True, exclude_if=lambda value: value)
+    """False when the provider reported no token usage for the reply (`usage` is then zero):
+    a run with a token budget counts an estimate instead (left out when True)."""
 
 
 class ToolRequest(BaseModel):
@@ -240,6 +253,9 @@ class ToolRequest(BaseModel):
     votes: list[Vote] | None = None
     """A call under an approver rule: the signed votes that approved it (the worker verifies
     each and counts the distinct eligible people against its own enforced rule)."""
+    escalated_to: list[str] | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The groups the worker's own escalation (AGENT_ESCALATE_TO) sent the call to: the worker
+    counts those of them it names itself with its enforced rule (left out otherwise)."""
 
     @model_serializer(mode="wrap")
     def _without_votes(self, handler: SerializerFunctionWrapHandler) -> Any:

@@ -75,6 +75,10 @@ class ApprovalEvent(BaseEvent):
     """A signed answer's signature, verified when taken."""
     approvers: list[str] | None = None
     """A call under an approver rule: every person whose answer decided it."""
+    reasons: dict[str, str | None] | None = None
+    """A call under an approver rule: what each of `approvers` said with their vote."""
+    signed_by: str | None = None
+    """The signing service that signed the answer for the approver (not their own key)."""
 
     @model_serializer(mode="wrap")
     def _without_unsigned(self, handler: SerializerFunctionWrapHandler) -> Any:
@@ -116,6 +120,10 @@ class ApprovalVoteEvent(BaseEvent):
     approved: bool
     votes: int
     needed: int
+    reason: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """What the approver said with their vote (left out when nothing)."""
+    signed_by: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """The signing service that signed for the approver; left out for their own key."""
 
 
 class ToolResultEvent(BaseEvent):

@@ -25,8 +25,11 @@ from workflows.contract.rules import MAX_GROUPS, ApprovalPolicy, GroupName
 
 SIGNED_AT_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
 """`signed_at` as signers write it (`people.signatures.signed_at_text`): ISO-8601, UTC, with `Z`."""
-SIGNATURE_PATTERN = r"^[A-Za-z0-9+/]{43}=$"
-"""An HMAC-SHA256 in standard base64."""
+SIGNATURE_PATTERN = r"^(?:[A-Za-z0-9+/]{86}==|[A-Za-z0-9+/]{43}=)$"
+"""An Ed25519 signature in standard base64 (64 bytes; 32 bytes: the shared key's HMAC that runs
+started before own keys carry in their history)."""
+SIGNER_NAME = r"^[A-Za-z0-9._@+-]{1,64}$"
+"""A signing service's name (the approvers file's `SERVICE @service KEY` line)."""
 
 
 def signed_whole(approver: str | None, signed_at: str | None, signature: str | None) -> None:
@@ -77,13 +80,18 @@ class ToolApprovalResponse(BaseModel):
     parsed arguments, `workflows.contract.arguments.arguments_digest`): an answer for a call whose
     arguments changed since is refused."""
     groups: Annotated[list[GroupName], Field(max_length=MAX_GROUPS)] | None = None
-    """The approver's groups (the users file's): what an approver rule asks of who answers."""
+    """Taken, never believed: a person's groups are the worker's approvers file's, found by the
+    signature's check."""
     signed_at: Annotated[StrictStr, Field(pattern=SIGNED_AT_PATTERN)] | None = None
     """When the answer was signed (ISO-8601 UTC): with `signature` only."""
     signature: Annotated[StrictStr, Field(pattern=SIGNATURE_PATTERN)] | None = None
-    """HMAC-SHA256 (base64) under `AGENT_APPROVER_KEY` of the approver, groups, workflow id, run
-    id, call id, `arguments_sha256`, decision and `signed_at` (`workflows.people.signatures`): an
-    answer whose signature does not verify is refused."""
+    """Ed25519 (base64), by the approver's own key (or by the signing service `signed_by`), of
+    the approver, workflow id, first run id, call id, `arguments_sha256`, decision and
+    `signed_at` (`workflows.people.signatures`): the worker verifies it with the keys of its
+    approvers file, and an answer whose signature does not verify is refused."""
+    signed_by: Annotated[StrictStr, Field(pattern=SIGNER_NAME)] | None = None
+    """The signing service that signed for the approver (the web app), when it was not their
+    own key: the approvers file must let the approver sign through it."""
 
     @model_validator(mode="after")
     def _signed_whole(self) -> ToolApprovalResponse:
@@ -114,6 +122,7 @@ class ToolApprovalResponse(BaseModel):
                 "groups",
                 "signed_at",
                 "signature",
+                "signed_by",
             ):
                 if data.get(optional) is None:
                     data.pop(optional, None)
@@ -134,13 +143,15 @@ class QuestionAnswer(BaseModel):
     """The first run id of the run chain the person saw: an answer for another run's question
     is refused."""
     groups: Annotated[list[GroupName], Field(max_length=MAX_GROUPS)] | None = None
-    """Who answered's groups (the users file's), signed with the answer."""
+    """Taken, never believed: the approvers file's groups are the person's."""
     signed_at: Annotated[StrictStr, Field(pattern=SIGNED_AT_PATTERN)] | None = None
     """When the answer was signed (ISO-8601 UTC): with `signature` only."""
     signature: Annotated[StrictStr, Field(pattern=SIGNATURE_PATTERN)] | None = None
-    """HMAC-SHA256 (base64) under `AGENT_APPROVER_KEY`, as an approval's, with the decision
-    `answer:<sha256 of the answer text>` (`workflows.people.ask_user.answer_decision`): an answer
-    whose signature does not verify is refused."""
+    """Ed25519 (base64), as an approval's, with the decision `answer:<sha256 of the answer
+    text>` (`workflows.people.signatures.answer_decision`): an answer whose signature does not
+    verify is refused."""
+    signed_by: Annotated[StrictStr, Field(pattern=SIGNER_NAME)] | None = None
+    """The signing service that signed for the person, when it was not their own key."""
 
     @model_validator(mode="after")
     def _signed_whole(self) -> QuestionAnswer:
@@ -150,7 +161,7 @@ class QuestionAnswer(BaseModel):
     @model_serializer(mode="wrap")
     def _without_unused_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
         return without_none(
-            handler(self), ("approver", "run_id", "groups", "signed_at", "signature")
+            handler(self), ("approver", "run_id", "groups", "signed_at", "signature", "signed_by")
         )
 
 
@@ -167,7 +178,7 @@ class CancelRequest(BaseModel):
 
 class ReopenRequest(BaseModel):
     """The `reopen_approval` update: ask again for an expired call (a new deadline). Signed like
-    an answer (decision `reopen`) when the sender holds AGENT_APPROVER_KEY."""
+    an answer (decision `reopen`) when the sender has a key."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -175,11 +186,13 @@ class ReopenRequest(BaseModel):
     approver: StrictStr | None = None
     """Who asks again (the signed-in web user, the starter's OS user)."""
     groups: Annotated[list[GroupName], Field(max_length=MAX_GROUPS)] | None = None
-    """The approver's groups (the users file's)."""
+    """Taken, never believed: the approvers file's groups are the person's."""
     signed_at: Annotated[StrictStr, Field(pattern=SIGNED_AT_PATTERN)] | None = None
     signature: Annotated[StrictStr, Field(pattern=SIGNATURE_PATTERN)] | None = None
-    """HMAC-SHA256 (base64) under AGENT_APPROVER_KEY, as an answer's, with the decision
-    `reopen`: a request whose signature does not verify is refused."""
+    """Ed25519 (base64), as an answer's, with the decision `reopen`: a request whose signature
+    does not verify is refused."""
+    signed_by: Annotated[StrictStr, Field(pattern=SIGNER_NAME)] | None = None
+    """The signing service that signed for the person, when it was not their own key."""
 
     @model_validator(mode="after")
     def _signed_whole(self) -> ReopenRequest:
@@ -257,14 +270,23 @@ class AgentRunOptions(BaseModel):
 
 MAX_GRANT_TOKENS = 1_000_000_000_000
 """The most tokens one grant may add."""
+TOKENS_RULE = "tokens must be a whole number from 1"
+
+
+def tokens_problem(value: object) -> str | None:
+    """Why `value` is no grant's token count, in the one sentence every door says, or None."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return TOKENS_RULE
+    if value > MAX_GRANT_TOKENS:
+        return f"tokens must be at most {MAX_GRANT_TOKENS:,}"
+    return None
 
 
 class BudgetGrant(BaseModel):
     """The `grant_budget` update's payload: `{"tokens": N}` adds N tokens to the run's budget,
     `{"stop": true}` stops a run that waits at its budget (it finishes `budget`). Who grants
-    (`approver`, the `groups` they belong to) is set by the web app or the starter, which sign
-    it when they hold `AGENT_APPROVER_KEY` (as answers are:
-    `workflows.people.budget.verify_request`)."""
+    (`approver`) is set by the web app or the starter, which sign it as answers are
+    (`workflows.people.signatures.grant_request`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -272,10 +294,13 @@ class BudgetGrant(BaseModel):
     stop: StrictBool = False
     approver: StrictStr | None = None
     groups: Annotated[list[GroupName], Field(max_length=MAX_GROUPS)] = Field(default_factory=list)
+    """Taken, never believed: the approvers file's groups are the person's."""
     signed_at: Annotated[StrictStr, Field(pattern=SIGNED_AT_PATTERN)] | None = None
     signature: Annotated[StrictStr, Field(pattern=SIGNATURE_PATTERN)] | None = None
-    """HMAC-SHA256 (base64) under `AGENT_APPROVER_KEY`, as an answer's, of the decision
-    (`grant:N` or `stop`) for the budget as it stands (`budget:<limit>` in place of a call)."""
+    """Ed25519 (base64), as an answer's, of the decision (`grant:N` or `stop`) for the budget
+    as it stands (`budget:<limit>` in place of a call)."""
+    signed_by: Annotated[StrictStr, Field(pattern=SIGNER_NAME)] | None = None
+    """The signing service that signed for the person, when it was not their own key."""
 
     @model_validator(mode="after")
     def _tokens_or_stop(self) -> BudgetGrant:
@@ -285,3 +310,7 @@ class BudgetGrant(BaseModel):
             raise ValueError('give "tokens": N (more than 0) or "stop": true')
         signed_whole(self.approver, self.signed_at, self.signature)
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return without_none(handler(self), ("signed_by",))

@@ -46,7 +46,7 @@ AnswerValue = (
 """A person's answer to a question: one text, or (for a `multiple` question) a list of options."""
 
 
-SIGNED_FIELDS = ("groups", "signed_at", "signature", "approvers")
+SIGNED_FIELDS = ("groups", "signed_at", "signature", "approvers", "signed_by", "reasons")
 """What a signed answer (and a call's approvers) add to a record and an `approval` event: left
 out when unset, so an unsigned answer reads as before."""
 

@@ -14,6 +14,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    StrictBool,
     StrictInt,
     StrictStr,
     model_serializer,
@@ -54,6 +55,9 @@ class Approvers(BaseModel):
 
     groups: Annotated[tuple[GroupName, ...], Field(min_length=1, max_length=MAX_GROUPS)]
     count: Annotated[StrictInt, Field(ge=1, le=MAX_APPROVERS)] = 1
+    own_key: StrictBool = Field(default=False, exclude_if=lambda value: not value)
+    """Each vote must be signed with the person's own key: a vote a signing service (the web
+    app) signed for them is refused, so not even the service's operator can stand in."""
 
 
 class PolicyRule(BaseModel):

@@ -81,6 +81,10 @@ class BudgetState(BaseModel):
     """Set when a person stopped the run at its budget (`""`: no name given)."""
     announced: bool = False
     """The current exhaustion was announced (`budget_exhausted` event)."""
+    estimated: int = Field(default=0, exclude_if=lambda value: not value)
+    """Tokens counted by estimate, for replies whose provider reported no usage."""
+    estimate_told: bool = Field(default=False, exclude_if=lambda value: not value)
+    """People were told (once) that the budget counts an estimate."""
 
 
 class AgentState(BaseModel):

@@ -75,6 +75,10 @@ class ApprovalRecord(BaseModel):
     approvers: list[str] | None = None
     """A call under an approver rule: every person whose answer decided it, in order (then
     `approver` names them all, comma-separated, for readers that know only it)."""
+    reasons: dict[str, str | None] | None = None
+    """A call under an approver rule: what each of `approvers` said with their vote."""
+    signed_by: str | None = None
+    """The signing service that signed the answer for the approver (not their own key)."""
 
     @model_serializer(mode="wrap")
     def _without_unsigned(self, handler: SerializerFunctionWrapHandler) -> Any:

@@ -24,7 +24,14 @@ from workflows.conversation.record import Conversation
 from workflows.gate.audit import record_decision
 from workflows.gate.edits import Edit, edited_call
 from workflows.gate.policy import Verdict
-from workflows.gate.quorum import Escalated, Votes, approval_problem, escalated_groups, rule_groups
+from workflows.gate.quorum import (
+    Escalated,
+    Votes,
+    approval_problem,
+    escalated_groups,
+    operator_escalation,
+    rule_groups,
+)
 from workflows.gate.reconstruction import runnable
 from workflows.gate.remember import remember, remembered_rule
 from workflows.gate.repeats import Repeats
@@ -73,13 +80,20 @@ class Approvals:
         self._warn = ctx.warn
         self._now = ctx.now
         self._after_answer = after_answer
+        self._own_keys = ctx.patched.own_keys
         """Called after every answer is recorded (the workflow refreshes what people see)."""
         self._specs: dict[str, ToolSpec] = {s.name: s for s in state.tool_specs or []}
         self._runnable: dict[str, bool] = {}
         """Whether each call could run at all (a cache: derived from the call and the specs)."""
         self.policy = RunPolicy(state)
         """The run's effective rules and what they say about a call."""
-        self.votes = Votes(state, emit=ctx.emit, now=ctx.now, escalated=self._escalated)
+        self.votes = Votes(
+            state,
+            emit=ctx.emit,
+            now=ctx.now,
+            escalated=self._escalated,
+            groups_verified_late=ctx.patched.own_keys,
+        )
         """The signed votes of calls under an approver rule (`workflows.gate.quorum`); the groups a
         call was escalated to may vote on it too, unless the worker's enforced rule decides it
         (`workflows.gate.quorum.escalated_groups`)."""
@@ -170,12 +184,23 @@ class Approvals:
         """The groups a waiting call was escalated to, as its votes are counted."""
         call = self._conversation.pending_call(call_id)
         enforced = None if call is None else self.enforced_approvers(call)
-        return escalated_groups(self._state, call_id, enforced)
+        return escalated_groups(self._state, call_id, enforced, operator=self._operator())
 
     def rule_groups(self, call: ToolCall) -> list[str] | None:
         """For an escalated call: the only groups that may answer it (its enforced rule's), or
         None (`workflows.people.expiry.rule_groups`)."""
-        return rule_groups(self.enforced_approvers(call))
+        return rule_groups(self.enforced_approvers(call), operator=self._operator())
+
+    def _operator(self) -> bool:
+        """Whether the run's escalation is the operator's own (which widens the operator's
+        enforced rule once the call is escalated)."""
+        return self._own_keys and operator_escalation(self._state)
+
+    def escalated_by_operator(self, call_id: str) -> list[str] | None:
+        """The groups a call was escalated to by the operator's own escalation (the worker
+        counts them with its enforced rule as the call runs), or None."""
+        groups = self._state.escalations.get(call_id)
+        return list(groups) if groups and self._operator() else None
 
     def quorums(self) -> list[Quorum]:
         """The waiting calls under an approver rule: who may answer, the approvals so far."""
@@ -217,8 +242,12 @@ class Approvals:
             self._decide_by_rule(call, verdicts[call.id])
 
     def decide_waiting(self) -> None:
-        """After the rules changed: the calls waiting for a person that they decide now."""
+        """After the rules changed: the calls waiting for a person that they decide now. An
+        expired call is not among them: it waits for a person to ask again (a rule set or
+        remembered since never decides it)."""
         for call in self.waiting():
+            if self._own_keys and call.id in self._state.expired:
+                continue
             self._decide_by_rule(call, self.verdict(call))
 
     def _decide_by_rule(self, call: ToolCall, verdict: Verdict | None) -> None:
@@ -270,26 +299,37 @@ class Approvals:
 
     def receive(self, payload: object, *, finished: bool) -> Received:
         """An answer through any door: parsed (`parse`), then checked against the run as it
-        stands (`check`)."""
+        stands (`check`), before its signature's check."""
         taken = self.parse(payload)
         if taken.response is None:
             return taken
-        return self.check(taken.response, finished=finished, note=taken.note)
+        return self.check(taken.response, finished=finished, note=taken.note, verified=False)
 
     def parse(self, payload: object) -> Received:
-        """An answer validated and bounded (`parse_approval`); nothing about the run checked."""
+        """An answer validated and bounded (`parse_approval`); nothing about the run checked.
+        The groups an unsigned answer claims are dropped: a person's groups are the worker's
+        approvers file's, known only from a signature's check."""
         if isinstance(payload, ToolApprovalResponse):
             payload = payload.model_dump(mode="json")
         parsed = parse_approval(payload)
         if parsed.value is None:
             return Received(problem=parsed.error or "invalid tool approval")
-        return Received(response=parsed.value, note=parsed.note)
+        response = parsed.value
+        if self._own_keys and response.signature is None and response.groups is not None:
+            response = response.model_copy(update={"groups": None})
+        return Received(response=response, note=parsed.note)
 
     def check(
-        self, response: ToolApprovalResponse, *, finished: bool, note: str | None = None
+        self,
+        response: ToolApprovalResponse,
+        *,
+        finished: bool,
+        note: str | None = None,
+        verified: bool = True,
     ) -> Received:
         """Whether a parsed answer can be taken now: for the call that was shown (`run_id`,
-        `arguments_sha256`), for a call waiting now, from someone who may answer it."""
+        `arguments_sha256`), for a call waiting now, from someone who may answer it (their
+        groups are known once `verified`: the worker checked the signature)."""
         if response.run_id is not None and response.run_id != self._run_id:
             other = f"{CHANGED_SINCE_SHOWN} (it belongs to another run)"
             return Received(problem=other, note=note)
@@ -303,7 +343,8 @@ class Approvals:
             if call is not None and arguments_digest(call.arguments) != response.arguments_sha256:
                 return Received(problem=f"{CHANGED_SINCE_SHOWN} (its arguments differ)", note=note)
         if call is not None and (needed := self.approvers_for(call)) is not None:
-            if (refusal := self.votes.refusal(response, call, needed)) is not None:
+            refusal = self.votes.refusal(response, call, needed, verified=verified)
+            if refusal is not None:
                 return Received(problem=refusal, note=note)
         return Received(response=response, note=note)
 
@@ -337,13 +378,15 @@ class Approvals:
         is a vote: the call is answered once the votes decide it."""
         call = self._conversation.pending_call(response.call_id)
         needed = self.approvers_for(call) if source == "person" and call is not None else None
-        approvers = None
+        approvers: list[str] | None = None
+        reasons: dict[str, str | None] | None = None
         if call is not None and needed is not None:
             if not self.votes.vote(response, call, needed):
                 self._after_answer()
                 return
             approvers = self.votes.approvers_of(call.id, needed) if response.approved else None
             approvers = approvers or [response.approver or ""]
+            reasons = self.votes.reasons(call.id, approvers)
             response = response.model_copy(update={"approver": ", ".join(approvers)})
         edit = None
         if response.approved and response.arguments is not None and call is not None:
@@ -365,6 +408,8 @@ class Approvals:
             signed_at=response.signed_at,
             signature=response.signature,
             approvers=approvers,
+            reasons=reasons,
+            signed_by=response.signed_by,
         )
         self._record(record, edit, call)
         if response.remember and call is not None:

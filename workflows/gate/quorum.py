@@ -112,6 +112,30 @@ def weaker_rule(
     return None
 
 
+def unmeetable(rules: Sequence[PolicyRule], people: dict[str, int], *, origin: str) -> str | None:
+    """Why one of `rules` asks for approvers nobody could be: a group no one in the approvers
+    file is in, or more people than its groups have (`people`: each group and how many people
+    are in it), naming the rule; None when every approver rule can be met."""
+    for index, rule in enumerate(rules):
+        if rule.approvers is None:
+            continue
+        groups = rule.approvers.groups
+        empty = [g for g in groups if not people.get(g)]
+        where = f"rule {index} ({origin}, {rule.tool})"
+        if len(empty) == len(groups):
+            return (
+                f"{where} asks {' or '.join(groups)} to approve, and no one in the approvers"
+                " file is in " + ("it" if len(groups) == 1 else "them")
+            )
+        most = sum(people.get(g, 0) for g in groups)
+        if rule.approvers.count > most:
+            return (
+                f"{where} asks {rule.approvers.count} people of {' or '.join(groups)}, and the"
+                f" approvers file has {most}"
+            )
+    return None
+
+
 class Votes:
     """The votes of a run's waiting calls under an approver rule (kept in `state.votes`)."""
 
@@ -122,11 +146,16 @@ class Votes:
         emit: Callable[[BaseEvent], None],
         now: Callable[[], datetime],
         escalated: Callable[[str], Escalated] = lambda _call_id: Escalated(),
+        groups_verified_late: bool = False,
     ) -> None:
         self._state = state
         self._emit = emit
         self._now = now
         self._escalated = escalated
+        self._groups_verified_late = groups_verified_late
+        """A vote's groups are the worker's, known once it verified the signature: before that
+        only what the vote says of itself is checked (a run started before own keys believed
+        the groups a signed answer named, and checked them first)."""
         """The groups a call was escalated to: those eligible besides the rule's, and those
         not (`workflows.people.expiry.escalated_groups`)."""
 
@@ -134,14 +163,28 @@ class Votes:
         return self._escalated(call_id).counted
 
     def refusal(
-        self, response: ToolApprovalResponse, call: ToolCall, approvers: Approvers
+        self,
+        response: ToolApprovalResponse,
+        call: ToolCall,
+        approvers: Approvers,
+        *,
+        verified: bool = True,
     ) -> str | None:
-        """Why this answer cannot count for the call, or None (checked before the signature)."""
+        """Why this answer cannot count for the call, or None: checked before the signature's
+        check (`verified` False) and after it."""
         escalated = self._escalated(call.id)
         only = only_who(approvers, call.name, escalated.counted)
         if response.signature is None or response.approver is None:
             return f"{only}, each with a signed answer (this one is not signed)"
-        if not eligible(response.groups or [], approvers, escalated.counted):
+        if approvers.own_key and response.signed_by is not None:
+            return (
+                f"{only}, each signing with their own key: this answer was signed for"
+                f" {shorten(response.approver, bounds.ECHO_CHARS)} by the signing service"
+                f" '{shorten(response.signed_by, bounds.ECHO_CHARS)}', which this rule does"
+                " not take"
+            )
+        groups_known = verified or not self._groups_verified_late
+        if groups_known and not eligible(response.groups or [], approvers, escalated.counted):
             return only_who_escalated(approvers, call.name, escalated)
         if response.remember or response.arguments is not None:
             return (
@@ -167,6 +210,8 @@ class Votes:
                 at=self._now(),
                 signed_at=response.signed_at,
                 signature=response.signature,
+                signed_by=response.signed_by,
+                reason=response.reason,
             )
         )
         approved = self.approvers_of(call.id, approvers)
@@ -178,6 +223,8 @@ class Votes:
                 approved=response.approved,
                 votes=len(approved),
                 needed=approvers.count,
+                reason=response.reason,
+                signed_by=response.signed_by,
             )
         )
         self._state.audit_counts.votes += 1
@@ -187,6 +234,11 @@ class Votes:
         """The distinct eligible people who approved the call so far."""
         votes = self._state.votes.get(call_id, [])
         return distinct_approvers(votes, approvers, self._extra(call_id))
+
+    def reasons(self, call_id: str, names: Sequence[str]) -> dict[str, str | None]:
+        """What each of `names` said with their vote on the call (their last vote)."""
+        said = {v.approver: v.reason for v in self._state.votes.get(call_id, [])}
+        return {name: said.get(name) for name in names}
 
     def approving(self, call_id: str) -> list[Vote] | None:
         """The votes a call runs with (for the worker's own count), or None: it had none."""
@@ -215,29 +267,43 @@ def extra_groups(state: AgentState, call_id: str) -> list[str]:
     return list(state.escalations.get(call_id, []))
 
 
-def escalation_widens(enforced: Approvers | None) -> bool:
+def escalation_widens(enforced: Approvers | None, *, operator: bool = False) -> bool:
     """Whether a call's escalation groups may answer it besides its approver rule's groups:
-    unless the worker's enforced rule (`enforced`, its approvers) decides the call (the worker
-    counts that rule's groups alone)."""
-    return enforced is None
+    unless the worker's enforced rule (`enforced`, its approvers) decides the call and the
+    escalation is the run's own (its options named the groups); the operator's own escalation
+    (the worker's AGENT_ESCALATE_TO, `operator`) widens the operator's rule, and the worker
+    counts those groups too."""
+    return enforced is None or operator
 
 
-def escalated_groups(state: AgentState, call_id: str, enforced: Approvers | None) -> Escalated:
+def escalated_groups(
+    state: AgentState, call_id: str, enforced: Approvers | None, *, operator: bool = False
+) -> Escalated:
     """The groups `call_id` was escalated to, as its votes are counted: eligible besides its
-    rule's groups (`counted`), or not (`withheld`: `enforced` decides it)."""
+    rule's groups (`counted`), or not (`withheld`: `enforced` decides it, and the run chose the
+    escalation)."""
     groups = tuple(extra_groups(state, call_id))
-    if escalation_widens(enforced):
+    if escalation_widens(enforced, operator=operator):
         return Escalated(counted=groups)
     return Escalated(withheld=groups)
 
 
-def rule_groups(enforced: Approvers | None) -> list[str] | None:
+def rule_groups(enforced: Approvers | None, *, operator: bool = False) -> list[str] | None:
     """For an escalated call: the groups of the worker's enforced approver rule, the only ones
-    that may answer it (an escalation does not widen that rule), or None: the escalation groups
-    may answer it too."""
-    if enforced is None:
+    that may answer it (the run's escalation does not widen that rule), or None: the escalation
+    groups may answer it too."""
+    if enforced is None or operator:
         return None
     return list(enforced.groups)
+
+
+def operator_escalation(state: AgentState) -> bool:
+    """Whether the run's escalation is the operator's: its groups are the worker's
+    AGENT_ESCALATE_TO (the run's options named none)."""
+    setup = state.setup
+    return (
+        state.options.approval_escalate_to is None and setup is not None and bool(setup.escalate_to)
+    )
 
 
 def approval_problem(state: AgentState, response: ToolApprovalResponse) -> str | None:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from workflows.contract.rules import PolicyRule, PolicyView
 from workflows.gate.policy import Verdict, effective_rules, evaluate, policy_view
-from workflows.gate.quorum import weaker_rule
+from workflows.gate.quorum import unmeetable, weaker_rule
 from workflows.gate.rule_check import unmatchable_rule
 from workflows.model import AgentState, ToolCall, ToolSpec
 
@@ -56,4 +56,7 @@ class RunPolicy:
         if problem is None and worker is not None:
             names = [spec.name for spec in self._state.tool_specs]
             problem = weaker_rule(rules, worker.enforced, names)
+        setup = self._state.setup
+        if problem is None and setup is not None and setup.approver_groups is not None:
+            problem = unmeetable(rules, setup.approver_groups, origin="run")
         return problem

@@ -67,7 +67,8 @@ def refusal(
     if allowed_groups and grant.signature is None:
         return (
             f"only {who_may(allowed_groups)} may grant tokens or stop a run at its budget, with a"
-            " signed grant (AGENT_APPROVER_KEY): groups a grant only claims are not believed"
+            " signed grant (their key in the worker's AGENT_APPROVERS_FILE): groups a grant only"
+            " claims are not believed"
         )
     if stopping:
         return "the run is already stopping at its budget"
@@ -85,6 +86,7 @@ class Budget:
         self._tell = tell
         """Notify people that the run waits at its budget (used, limit)."""
         self._emit = ctx.emit
+        self._warn = ctx.warn
         self._set_phase = ctx.set_phase
 
     def _carried(self) -> BudgetState:
@@ -99,8 +101,25 @@ class Budget:
         limit = base_limit(state.options.max_run_tokens, cap)
         if limit is None:
             return None
-        granted = state.budget.granted if state.budget is not None else 0
-        return BudgetStatus(used=state.usage.total, limit=limit + granted, granted=granted)
+        carried = state.budget
+        granted = carried.granted if carried is not None else 0
+        used = state.usage.total + (carried.estimated if carried is not None else 0)
+        return BudgetStatus(used=used, limit=limit + granted, granted=granted)
+
+    def count_estimate(self, tokens: int) -> None:
+        """A reply whose provider reported no usage: the budget counts `tokens` (the request's
+        and the reply's estimated size), and people are told once that it does."""
+        if self.status() is None:
+            return
+        carried = self._carried()
+        carried.estimated += max(0, tokens)
+        if not carried.estimate_told:
+            carried.estimate_told = True
+            self._warn(
+                "the model server reports no token usage: the token budget counts an estimate"
+                f" instead (about {tokens} tokens for this call, from the size of the request"
+                " and the reply)"
+            )
 
     def spent(self) -> bool:
         """Whether the run may call the model no more (its tokens reached the budget)."""

@@ -127,10 +127,25 @@ class VerifyRequest(BaseModel):
 
 
 class VerifyVerdict(BaseModel):
-    """Output of `verify_answer`: whether the signature verifies, else why not."""
+    """Output of `verify_answer`: whether the signature verifies, else why not, and who signed
+    as the worker's approvers file has them."""
 
     valid: bool
     problem: str | None = None
+    groups: list[str] | None = None
+    """The signer's groups in the worker's approvers file (None only in verdicts recorded
+    before the worker read its groups from a file: the answer's own groups stand then)."""
+    signed_by: str | None = None
+    """The signing service that signed, when it was not the person's own key."""
+
+
+@dataclass(frozen=True)
+class Verified:
+    """A signature the worker verified: the signer's groups, as its approvers file has them
+    (None: a verdict recorded before it said), and the service that signed, if any."""
+
+    groups: list[str] | None
+    signed_by: str | None
 
 
 def answer_decision(answer: object) -> str:
@@ -233,11 +248,11 @@ VERIFY_TIMEOUT = timedelta(seconds=10)
 VERIFY_RETRY = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(seconds=1))
 
 
-async def refusal(request: VerifyRequest, what: str) -> str | None:
-    """The worker's verdict on one signature (`verify_answer`): None when it verifies, else why
-    `what` (an answer, a vote, a reopen, a grant) is refused."""
+async def verdict(request: VerifyRequest, what: str) -> Verified | str:
+    """The worker's verdict on one signature (`verify_answer`): who signed, or why `what` (an
+    answer, a vote, a reopen, a grant) is refused."""
     try:
-        verdict = await workflow.execute_local_activity(
+        found = await workflow.execute_local_activity(
             names.ACTIVITY_VERIFY_ANSWER,
             request,
             result_type=VerifyVerdict,
@@ -247,6 +262,6 @@ async def refusal(request: VerifyRequest, what: str) -> str | None:
     except ActivityError as err:
         cause = err.cause if err.cause is not None else err
         return f"{what} could not be checked: {cause}"
-    if not verdict.valid:
-        return f"{what} is refused: {verdict.problem}"
-    return None
+    if not found.valid:
+        return f"{what} is refused: {found.problem}"
+    return Verified(groups=found.groups, signed_by=found.signed_by)

@@ -74,7 +74,7 @@ with workflow.unsafe.imports_passed_through():
         repeat_limit_warning,
         round_limit_warning,
     )
-    from workflows.versions import mark_this_run
+    from workflows.versions import this_run
 
 
 @workflow.defn(name=names.WORKFLOW_TYPE)
@@ -82,7 +82,7 @@ class AgentWorkflow:
     @workflow.init
     def __init__(self, input: AgentRunInput) -> None:
         info = workflow.info()
-        mark_this_run()
+        patched = this_run()
         self._state: AgentState
         continued = handed_over(info.continued_run_id, info.attempt, info.cron_schedule)
         self._state, self._refused = initial_state(
@@ -113,6 +113,7 @@ class AgentWorkflow:
             emit=self._emit,
             warn=self._warn,
             set_phase=self._set_phase,
+            patched=patched,
         )
         self._conversation = conversation = Conversation(self._state)
         conversation.sources.begin(self._state.messages)
@@ -136,6 +137,7 @@ class AgentWorkflow:
             self._approvals,
             self._compactor,
             self._inflight,
+            budget=self._budget,
             offered=self._questions.offered,
             digests=self._tails,
         )

@@ -135,6 +135,7 @@ class Batch:
             run_key=info.first_execution_run_id,
             answered_by=self._approvals.approved_by(call.id),
             votes=self._approvals.votes.approving(call.id),
+            escalated_to=self._approvals.escalated_by_operator(call.id),
         )
         key = f"tool:{call.id}"
         handle = calls.start_tool(request, spec)

@@ -12,7 +12,7 @@ validator: its handler checks and warns.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
@@ -21,7 +21,7 @@ from workflows import bounds, names, shown
 from workflows.context import RunContext
 from workflows.contract.rules import PolicyRule, PolicyView
 from workflows.conversation.record import Conversation
-from workflows.gate.approvals import Approvals
+from workflows.gate.approvals import Approvals, Received
 from workflows.intake import (
     Parsed,
     parse_approval_policy,
@@ -49,6 +49,26 @@ from workflows.run.batch import InFlight
 from workflows.run.doors import Doors
 from workflows.run.event_log import EVENT_TEXT_LIMIT
 from workflows.run.waits import Waits
+
+Signed = TypeVar("Signed", ToolApprovalResponse, QuestionAnswer, BudgetGrant)
+
+
+def as_verified(decision: Signed, found: signatures.Verified) -> Signed:
+    """A signed decision as the worker verified it: the signer's groups are its approvers
+    file's (a verdict recorded before the worker said keeps the groups the decision named), and
+    the service that signed, if one did."""
+    groups = found.groups if found.groups is not None else decision.groups
+    return decision.model_copy(update={"groups": groups, "signed_by": found.signed_by})
+
+
+def budget_changed(signed_for: int, now: BudgetStatus | None) -> str:
+    """A grant signed for a budget that changed while it was checked (a copy of a grant that
+    took effect): it takes effect once."""
+    limit = "no budget" if now is None else f"{now.limit} tokens"
+    return (
+        f"the budget changed since this grant was signed (it was for a budget of {signed_for}"
+        f" tokens; it is {limit} now): a grant takes effect once, sign a new one"
+    )
 
 
 def refused(problem: object, kind: str) -> ApplicationError:
@@ -119,9 +139,14 @@ class Handlers:
             return
         response = taken.response
         if response.signature is not None:
-            problem = await self._signed_approval(response)
-            if problem is not None:
-                self._ctx.warn(f"{names.SIGNAL_TOOL_APPROVAL}: {problem}; ignored")
+            signed = await self._verified_approval(response)
+            if isinstance(signed, str):
+                self._ctx.warn(f"{names.SIGNAL_TOOL_APPROVAL}: {signed}; ignored")
+                return
+            response = signed
+            checked = self._approvals.check(response, finished=self._finished())
+            if checked.response is None:
+                self._ctx.warn(f"{names.SIGNAL_TOOL_APPROVAL}: {checked.problem}; ignored")
                 return
         self._approvals.answer(response)
 
@@ -163,7 +188,10 @@ class Handlers:
         """The validator: the answer, checked as the run stands; refused with the reason."""
         taken = self._approvals.parse(self._decoded(names.UPDATE_SUBMIT_APPROVAL, payload))
         if taken.response is not None:
-            taken = self._approvals.check(taken.response, finished=self._finished())
+            verified = taken.response.signature is None
+            taken = self._approvals.check(
+                taken.response, finished=self._finished(), verified=verified
+            )
         if taken.response is None:
             raise refused(taken.problem, "InvalidApproval")
         return taken.response
@@ -171,10 +199,11 @@ class Handlers:
     async def submit_approval(self, payload: RawValue) -> list[ToolCall]:
         taken = self._approvals.parse(self._decoded(names.UPDATE_SUBMIT_APPROVAL, payload))
         if taken.response is not None and taken.response.signature is not None:
-            problem = await self._verified_approval(taken.response)
-            if problem is not None:
-                self._ctx.warn(f"{names.UPDATE_SUBMIT_APPROVAL}: {problem}")
-                raise refused(problem, "InvalidApproval")
+            signed = await self._verified_approval(taken.response)
+            if isinstance(signed, str):
+                self._ctx.warn(f"{names.UPDATE_SUBMIT_APPROVAL}: {signed}")
+                raise refused(signed, "InvalidApproval")
+            taken = Received(response=signed)
         if taken.response is not None:
             taken = self._approvals.check(taken.response, finished=self._finished())
         if taken.response is None:
@@ -182,14 +211,12 @@ class Handlers:
         self._approvals.answer(taken.response)
         return self._approvals.waiting()
 
-    async def _signed_approval(self, response: ToolApprovalResponse) -> str | None:
-        """Why a signed answer (checked already) is refused, or None: its signature verifies
-        and, after the check, the call still waits for it."""
-        problem = await self._verified_approval(response)
-        return problem or self._approvals.check(response, finished=self._finished()).problem
-
-    async def _verified_approval(self, response: ToolApprovalResponse) -> str | None:
-        """The worker's verdict on a signed answer for the call waiting under its id."""
+    async def _verified_approval(
+        self, response: ToolApprovalResponse
+    ) -> ToolApprovalResponse | str:
+        """The worker's verdict on a signed answer for the call waiting under its id: the
+        answer with the signer's groups as the worker's approvers file has them, or why it is
+        refused."""
         echoed = shown.shorten(response.call_id, bounds.ECHO_CHARS)
         call = self._conversation.pending_call(response.call_id)
         if call is None:
@@ -197,7 +224,8 @@ class Handlers:
         request = signatures.approval_request(
             response, call, workflow_id=self._ctx.workflow_id, run_id=self._ctx.run_id
         )
-        return await signatures.refusal(request, f"the answer for call '{echoed}'")
+        found = await signatures.verdict(request, f"the answer for call '{echoed}'")
+        return found if isinstance(found, str) else as_verified(response, found)
 
     # ---- submit_answer
 
@@ -227,10 +255,13 @@ class Handlers:
                 run_id=self._ctx.run_id,
             )
             echoed = shown.shorten(response.call_id, bounds.ECHO_CHARS)
-            problem = await signatures.refusal(request, f"the answer for question '{echoed}'")
-            if problem is not None:
-                self._ctx.warn(f"{names.UPDATE_SUBMIT_ANSWER}: {problem}")
-                raise refused(problem, "InvalidAnswer")
+            found = await signatures.verdict(request, f"the answer for question '{echoed}'")
+            if isinstance(found, str):
+                self._ctx.warn(f"{names.UPDATE_SUBMIT_ANSWER}: {found}")
+                raise refused(found, "InvalidAnswer")
+            response = as_verified(response, found)
+        elif self._ctx.patched.own_keys:
+            response = response.model_copy(update={"groups": None})
         try:
             response, answer = self._questions.check(response, finished=self._finished())
         except ValueError as err:
@@ -279,7 +310,8 @@ class Handlers:
         check = signatures.reopen_request(
             request, call, workflow_id=self._ctx.workflow_id, run_id=self._ctx.run_id
         )
-        return await signatures.refusal(check, f"asking again for call '{echoed}'")
+        found = await signatures.verdict(check, f"asking again for call '{echoed}'")
+        return found if isinstance(found, str) else None
 
     # ---- set_approval_policy
 
@@ -311,9 +343,12 @@ class Handlers:
             raise refused(parsed.error, "InvalidGrant")
         return parsed.value
 
-    def _checked_grant(self, grant: BudgetGrant) -> BudgetGrant:
+    def _checked_grant(self, grant: BudgetGrant, *, verified: bool = False) -> BudgetGrant:
         setup = self._state.setup
         allowed = setup.budget_groups if setup is not None else []
+        groups_unknown = self._ctx.patched.own_keys and not verified
+        if groups_unknown and grant.signature is not None:
+            allowed = []  # the signer's groups are known once the worker verified it
         if error := self._budget.refusal(grant, allowed=allowed, finished=self._finished()):
             raise refused(error, "InvalidGrant")
         return grant
@@ -321,13 +356,21 @@ class Handlers:
     async def grant_budget(self, payload: RawValue) -> BudgetStatus:
         grant = self._parsed_grant(payload)
         budget = self._budget.status()
+        if self._ctx.patched.own_keys and grant.signature is None:
+            grant = grant.model_copy(update={"groups": []})
         if grant.signature is not None and budget is not None:
             request = signatures.grant_request(
                 grant, budget.limit, workflow_id=self._ctx.workflow_id, run_id=self._ctx.run_id
             )
-            if (problem := await signatures.refusal(request, "the grant")) is not None:
-                raise refused(problem, "InvalidGrant")
-        return self._budget.grant(self._checked_grant(grant))  # as the run stands after the check
+            found = await signatures.verdict(request, "the grant")
+            if isinstance(found, str):
+                raise refused(found, "InvalidGrant")
+            grant = as_verified(grant, found)
+            now = self._budget.status()
+            if self._ctx.patched.own_keys and (now is None or now.limit != budget.limit):
+                raise refused(budget_changed(budget.limit, now), "InvalidGrant")
+        # As the run stands after the check:
+        return self._budget.grant(self._checked_grant(grant, verified=True))
 
     # ---- decoding
 

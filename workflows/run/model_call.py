@@ -19,6 +19,7 @@ from workflows.context import RunContext
 from workflows.conversation.compaction import Compactor
 from workflows.conversation.record import Conversation
 from workflows.conversation.tail import ConversationTails
+from workflows.conversation.window import tokens
 from workflows.gate.approvals import Approvals
 from workflows.model import (
     ChatMessage,
@@ -28,6 +29,7 @@ from workflows.model import (
     TextDeltaEvent,
     ToolSpec,
 )
+from workflows.people.budget import Budget
 from workflows.run.batch import InFlight
 from workflows.run.event_log import EVENT_TEXT_LIMIT
 from workflows.run.wording import length_warning
@@ -50,6 +52,7 @@ class ModelCall:
         compactor: Compactor,
         inflight: InFlight,
         *,
+        budget: Budget,
         offered: Callable[[], list[ToolSpec]] = list,
         digests: ConversationTails | None = None,
     ) -> None:
@@ -61,6 +64,9 @@ class ModelCall:
         self._emit = ctx.emit
         self._warn = ctx.warn
         self._set_phase = ctx.set_phase
+        self._budget = budget
+        self._estimate_unreported = ctx.patched.own_keys
+        """A reply that reports no usage is counted by estimate against the budget."""
         self._offered = offered
         """The tools the workflow itself offers besides the worker's (`ask_user`)."""
         self._digests = digests or ConversationTails()
@@ -115,7 +121,11 @@ class ModelCall:
             return Ended(f"LLM call failed: {detail}")
         finally:
             self._inflight.remove("llm")
-        self._compactor.learn(response.usage, sent)
+        if response.usage_reported:
+            self._compactor.learn(response.usage, sent)
+        elif self._estimate_unreported:
+            reply = bounds.json_bytes(response.message)
+            self._budget.count_estimate(self._compactor.estimate() + tokens(reply))
         if (ended := self._take(response)) is not None:
             return ended
         return response
