@@ -19,16 +19,22 @@ import os
 import re
 import urllib.parse
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from activities.redaction import redact_url
-from activities.text_calls import TEXT_CALL_MODES, TextCallMode
-from activities.tools.sandbox import SANDBOX_MODES, SandboxMode
+from runtime.modes import (
+    NOTIFY_FORMATS,
+    SANDBOX_MODES,
+    TEXT_CALL_MODES,
+    NotifyFormat,
+    SandboxMode,
+    TextCallMode,
+)
 from runtime.setting_error import SettingError
+from runtime.url_redaction import redact_url
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_WORKSPACE = "agent-workspace"
@@ -36,8 +42,6 @@ MAX_SYSTEM_PROMPT_BYTES = 100_000
 """The longest `AGENT_SYSTEM_PROMPT` (or its file) the worker takes: it goes with every request."""
 MAX_WORKER_PROCESSES = 64
 
-NotifyFormat = Literal["json", "slack"]
-NOTIFY_FORMATS: tuple[NotifyFormat, ...] = ("json", "slack")
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -17,16 +17,13 @@ from activities.environment import (
     DEFAULT_MODEL,
     DEFAULT_WORKSPACE,
     MAX_SYSTEM_PROMPT_BYTES,
-    NOTIFY_FORMATS,
     BadSetting,
     Environment,
-    NotifyFormat,
     api_key_problem,
     approver_key_bytes,
     shown_notify_url,
 )
-from activities.text_calls import TextCallMode
-from activities.tools.sandbox import SandboxMode
+from runtime.modes import NOTIFY_FORMATS, NotifyFormat, SandboxMode, TextCallMode
 from runtime.payload_store import conversation_budget_bytes, parse_store
 
 __all__ = [

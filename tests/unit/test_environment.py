@@ -10,7 +10,7 @@ import pytest
 
 from activities.environment import BadSetting, Environment
 from activities.settings import Settings
-from activities.text_calls import TEXT_CALL_MODES
+from runtime.modes import TEXT_CALL_MODES
 from runtime.setting_error import SettingError
 
 SWITCHES = [
