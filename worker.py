@@ -52,7 +52,6 @@ from activities.plugin import (
     no_sandbox_warning,
     run_worker,
 )
-from activities.settings import Settings
 from activities.tools.limits import enforcement, enforcement_gap
 from activities.tools.mcp import McpStartError
 from activities.tools.sandbox import NetworkUnavailable, SandboxUnavailable
@@ -67,6 +66,7 @@ from runtime.process import exit_now
 from runtime.sealed_logs import seal_logged_failures
 from runtime.search_attributes import ensure_search_attributes
 from runtime.setting_error import SettingError
+from runtime.settings import Settings
 from runtime.shown_commands import worker_command
 from runtime.tracing import WORKER_SERVICE, install_tracing
 from runtime.worker_processes import FLAG, process_count, run_copies

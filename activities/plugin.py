@@ -34,7 +34,6 @@ from activities.agent_activities import AgentActivities
 from activities.approver_key import AnswerVerifier, ApproverKey
 from activities.policy_file import POLICY_FILE_ENV, load_policy_file
 from activities.sandbox_runner import workflow_runner
-from activities.settings import Settings
 from activities.tools import Tool, ToolRegistry, build_default_registry
 from activities.tools.loading import ToolCatalog, load_tools
 from activities.tools.mcp import McpServers
@@ -48,6 +47,7 @@ from activities.worker_telemetry import (
 from runtime.codec import EncryptionCodec
 from runtime.connect import data_converter, task_queue
 from runtime.decryption_log import log_decryption_failures_once
+from runtime.settings import Settings
 from runtime.tracing import WORKER_SERVICE, install_tracing
 from workflows import names
 from workflows.contract.rules import WorkerPolicy

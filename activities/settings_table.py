@@ -16,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from activities.environment import variables
+from runtime.settings import variables
 
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN = "<!-- settings table: made by `python -m activities.settings_table --write` from"

@@ -11,8 +11,8 @@ from temporalio.client import Client
 
 from activities.agent_activities import AgentActivities
 from activities.llm import OpenAIChatClient
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 
 REAL = "real activities.AgentActivities"
 

@@ -10,10 +10,10 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NoReturn
 
-from activities.environment import Environment
 from runtime.connect import connect, connect_config, data_converter
 from runtime.process import exit_now
 from runtime.setting_error import SettingError
+from runtime.settings import Settings
 from runtime.shown_commands import starter_command
 from runtime.telemetry import install_quiet_runtime
 from starter import commands
@@ -313,7 +313,7 @@ async def amain(argv: Sequence[str] | None = None) -> int:
     install_quiet_runtime()
     out = Output(json_mode=bool(args.json or getattr(args, "json_here", False)))
     try:
-        Environment.read()  # every setting, checked once: a typo stops every program alike
+        Settings.read()  # every setting, checked once: a typo stops every program alike
     except SettingError as err:
         out.error(str(err))
         return EXIT_USAGE

@@ -22,9 +22,9 @@ import pytest
 from temporalio.client import Client
 
 from activities.agent_activities import AgentActivities
-from activities.settings import Settings
 from activities.tools import build_default_registry
 from activities.tools.sandbox import CommandPolicy, bwrap_status, choose_policy
+from runtime.settings import Settings
 from tests.helpers import start_run, wait_for_phase, wait_until
 from tests.reliability.processes import ROOT, start_worker, stopping, worker_env
 from workflows.model import AgentRunInput, ToolRequest

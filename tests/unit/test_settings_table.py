@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from activities.environment import variables
 from activities.settings_table import PLACES, ROOT, between_markers, table
+from runtime.settings import variables
 
 
 @pytest.mark.parametrize(("page", "is_readme"), PLACES.items())

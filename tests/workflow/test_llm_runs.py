@@ -27,8 +27,8 @@ from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 from tests.fake_openai import (
     FakeOpenAI,
     RawJson,

@@ -15,8 +15,8 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.agent_activities import AgentActivities
 from activities.approver_key import ApproverKey
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 from workflows.contract.arguments import arguments_digest
 from workflows.contract.rules import WorkerPolicy
 from workflows.contract.signing import SignedFields, signed_at_text
