@@ -1,5 +1,5 @@
 """The README's and docs/worker.md's tables of settings are the ones the settings' own docs make
-(`python -m activities.settings_table`): a setting is written once, in activities/environment.py."""
+(`python -m runtime.settings_table`): a setting is written once, in runtime/settings.py."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from activities.settings_table import PLACES, ROOT, between_markers, table
 from runtime.settings import variables
+from runtime.settings_table import PLACES, ROOT, between_markers, table
 
 
 @pytest.mark.parametrize(("page", "is_readme"), PLACES.items())
@@ -19,7 +19,7 @@ def test_the_page_holds_the_generated_table(page, is_readme):
     assert held is not None, f"{page} has no settings table between the markers"
     assert held == table(readme=is_readme), (
         f"{page}'s settings table is not the generated one:"
-        " run `python -m activities.settings_table --write`"
+        " run `python -m runtime.settings_table --write`"
     )
 
 
@@ -31,7 +31,7 @@ def test_every_setting_is_in_the_full_table_once():
 
 def test_the_script_prints_the_table():
     done = subprocess.run(
-        [sys.executable, "-m", "activities.settings_table", "--readme"],
+        [sys.executable, "-m", "runtime.settings_table", "--readme"],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=True,
     )  # fmt: skip
     assert done.stdout == table(readme=True) + "\n"
