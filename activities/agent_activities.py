@@ -21,7 +21,6 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 
 from activities import model_retries
-from activities.approver_key import ApproverKey
 from activities.context_window import DEFAULT_CONTEXT_TOKENS
 from activities.conversation_cache import NOTHING, ConversationCache, Held, joined
 from activities.enforcement import enforced_refusal, opened_check
@@ -36,6 +35,7 @@ from activities.streaming import DeltaPublisher
 from activities.telemetry import ModelCall, model_call, tool_call
 from activities.tools import ToolError, ToolRegistry
 from activities.tools.base import Refused
+from runtime.approver_key import ApproverKey
 from runtime.settings import Settings
 from workflows import names
 from workflows.bounds import TOOL_CONTENT_CHARS

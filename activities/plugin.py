@@ -31,7 +31,6 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig
 
 from activities.agent_activities import AgentActivities
-from activities.approver_key import AnswerVerifier, ApproverKey
 from activities.policy_file import POLICY_FILE_ENV, load_policy_file
 from activities.sandbox_runner import workflow_runner
 from activities.tools import Tool, ToolRegistry, build_default_registry
@@ -44,6 +43,7 @@ from activities.worker_telemetry import (
     with_client_tracing,
     with_worker_telemetry,
 )
+from runtime.approver_key import AnswerVerifier, ApproverKey
 from runtime.codec import EncryptionCodec
 from runtime.connect import data_converter, task_queue
 from runtime.decryption_log import log_decryption_failures_once

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from activities.approver_key import DOES_NOT_VERIFY, NO_KEY, AnswerVerifier, ApproverKey
-from activities.approver_key import sign_answer as sign
+from runtime.approver_key import DOES_NOT_VERIFY, NO_KEY, AnswerVerifier, ApproverKey
+from runtime.approver_key import sign_answer as sign
 from runtime.settings import BadSetting, Settings
 from starter.web.auth import UsersFile, UsersFileError, add_user, parse_users, user_line
 from workflows.contract.signing import (

@@ -17,7 +17,7 @@ import pytest
 from playwright.async_api import async_playwright, expect
 from temporalio.client import Client, WorkflowHandle
 
-from activities.approver_key import ApproverKey
+from runtime.approver_key import ApproverKey
 from runtime.settings import Settings
 from starter.web.auth import add_user
 from tests.fake_openai import FakeOpenAI
