@@ -66,7 +66,7 @@ from runtime.process import exit_now
 from runtime.sealed_logs import seal_logged_failures
 from runtime.search_attributes import ensure_search_attributes
 from runtime.setting_error import SettingError
-from runtime.settings import Settings
+from runtime.settings import Settings, warn_unknown_settings
 from runtime.shown_commands import worker_command
 from runtime.tracing import WORKER_SERVICE, install_tracing
 from runtime.worker_processes import FLAG, process_count, run_copies
@@ -79,6 +79,7 @@ def _say(line: str) -> None:
 
 
 async def _main() -> int:
+    warn_unknown_settings(prefix="worker: ")  # AGENT_POLCY_FILE: say so, and start without it
     try:
         settings = Settings.from_env()
     except ValueError as err:  # a bad setting: say which

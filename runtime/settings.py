@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import os
 import re
+import sys
 import urllib.parse
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 
 from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError
 from pydantic.fields import FieldInfo
@@ -937,3 +939,76 @@ def _prompt_text(raw: str | None) -> str | None:
 def variables() -> dict[str, FieldInfo]:
     """Every setting's field by its variable's name, in the order of the table."""
     return {str(f.validation_alias): f for f in Settings.model_fields.values()}
+
+
+PREFIXES = ("AGENT_", "LLM_")
+"""The prefixes of the settings' variables: another variable with one of them is a mistake."""
+ALSO_READ: dict[str, str] = {
+    "AGENT_TEST_PROCESSES": "`./run tests`: how many test processes",
+    "AGENT_TEST_CHROMIUM": "the web inbox's browser tests and bench/web_inbox.py: the Chromium",
+    "AGENT_SCREENSHOT_TO": "tests/web/test_browser.py: where the docs' screenshot is written",
+    "AGENT_RUNS_LOAD_COUNT": "tests/web/test_runs_load.py: how many finished runs are listed",
+    "AGENT_E2E_LLM_BASE_URL": "tests/e2e/test_real_model_server.py: a real model server",
+    "AGENT_E2E_LLM_MODEL": "tests/e2e/test_real_model_server.py: its model",
+    "AGENT_E2E_LLM_API_KEY": "tests/e2e/test_real_model_server.py: its key",
+    "AGENT_E2E_LLM_MAX_TOKENS": "tests/e2e/test_real_model_server.py: tokens per reply",
+    "AGENT_E2E_LLM_TIMEOUT_SECONDS": "tests/e2e/test_real_model_server.py: the whole story's time",
+}
+"""Variables with a settings' prefix that no program reads but the project's tests and tools do:
+set for them, they are in the environment of every program the tests start, and are not named."""
+_LONGEST_SHOWN = 100
+
+
+def _shown_name(name: str) -> str:
+    """A variable's name as a warning may print it: quoted when it is not a plain name."""
+    if _ENV_NAME.fullmatch(name) and len(name) <= _LONGEST_SHOWN:
+        return name
+    return repr(name[:_LONGEST_SHOWN])
+
+
+def _stem(name: str) -> str:
+    for prefix in PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
+def _nearest(name: str, known: list[str]) -> str | None:
+    """The known name nearest to `name` (difflib), compared without the prefixes, which every
+    name shares (`AGENT_QQQ` is near no setting; `LLM_WORKSPACE` is near `AGENT_WORKSPACE`)."""
+    by_stem: dict[str, list[str]] = {}
+    for each in known:
+        by_stem.setdefault(_stem(each), []).append(each)
+    found = difflib.get_close_matches(_stem(name), list(by_stem), n=1)
+    if not found:
+        return None
+    return max(
+        by_stem[found[0]], key=lambda each: difflib.SequenceMatcher(None, name, each).ratio()
+    )
+
+
+def unknown_settings(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One warning line for each variable of `environ` (default: the process's) that starts with
+    `AGENT_` or `LLM_` and is no setting, naming the nearest setting, in the order of the names.
+    Not named: the settings, `ALSO_READ`, and the variables `AGENT_COMMAND_ENV` passes on to the
+    commands (those are read, by the commands)."""
+    env = os.environ if environ is None else environ
+    known = sorted({*variables(), *ALSO_READ})
+    passed = set(re.split(r"[\s,]+", env.get("AGENT_COMMAND_ENV", "")))
+    lines = []
+    for name in sorted(env):
+        if not name.startswith(PREFIXES) or name in known or name in passed:
+            continue
+        nearest = _nearest(name, known)
+        hint = f" (did you mean {nearest}?)" if nearest else ""
+        lines.append(f"warning: {_shown_name(name)} is not a setting{hint}; ignored")
+    return lines
+
+
+def warn_unknown_settings(
+    prefix: str = "", environ: Mapping[str, str] | None = None, file: TextIO | None = None
+) -> None:
+    """What every program does at start: `unknown_settings` on stderr (`file`), each line after
+    `prefix` (the worker's `worker: `). Never stops the program, never writes to stdout."""
+    for line in unknown_settings(environ):
+        print(f"{prefix}{line}", file=sys.stderr if file is None else file, flush=True)
