@@ -203,6 +203,11 @@ class AgentPlugin(SimplePlugin):
                 self._mcp = McpServers.from_file(settings.mcp_config, sandbox=sandbox)
 
     @property
+    def policy(self) -> WorkerPolicy:
+        """The worker's rules: `AGENT_POLICY_FILE`'s, none without one."""
+        return self._policy
+
+    @property
     def registry(self) -> ToolRegistry:
         """The worker's tools (the MCP ones once the servers have started)."""
         if self._catalog is None:

@@ -183,9 +183,10 @@ def http_url(raw: str) -> bool:
         return False
 
 
-def shown_notify_url(url: str) -> str:
-    """`AGENT_NOTIFY_URL` as it may be shown: scheme, host and port only. Its path is as secret as
-    its user info and query (a Slack webhook's path is its token), so it is never printed."""
+def shown_notify_url(url: str, *, rest: bool = True) -> str:
+    """`AGENT_NOTIFY_URL` as it may be shown: scheme, host and port only, then `/…` when it has
+    more (`rest`). Its path is as secret as its user info and query (a Slack webhook's path is its
+    token), so it is never printed."""
     try:
         parts = urllib.parse.urlsplit(url)
         host = parts.hostname
@@ -196,8 +197,8 @@ def shown_notify_url(url: str) -> str:
         return "<not a URL>"
     shown_host = f"[{host}]" if ":" in host else host
     where = f"{shown_host}:{port}" if port is not None else shown_host
-    rest = "/…" if (parts.path not in ("", "/") or parts.query or parts.fragment) else ""
-    return f"{parts.scheme}://{where}{rest}"
+    more = parts.path not in ("", "/") or parts.query or parts.fragment
+    return f"{parts.scheme}://{where}{'/…' if rest and more else ''}"
 
 
 def _base_url(raw: object) -> str:

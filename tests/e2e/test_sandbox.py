@@ -357,7 +357,7 @@ async def test_the_ready_line_says_which_sandbox(client, task_queue, tmp_path):
         worker = await start_worker(f"ready-{mode}", env, tmp_path / "logs")
         with stopping(worker):
             ready = await worker.wait_for_line("worker ready")
-        assert ready.endswith(f" run_command=on limits={limits} sandbox={expected}"), ready
+        assert f" run_command=on limits={limits} sandbox={expected} " in ready, ready
 
 
 def test_command_settings_from_env(tmp_path):
