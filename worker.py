@@ -74,7 +74,6 @@ from runtime.settings import Settings, shown_notify_url, warn_unknown_settings
 from runtime.shown_commands import worker_command
 from runtime.tracing import WORKER_SERVICE, install_tracing
 from runtime.worker_processes import FLAG, process_count, run_copies
-from workflows.contract.rules import WorkerPolicy
 
 __all__ = ["AgentPlugin", "Settings", "heartbeat_tuning", "run_worker"]
 
@@ -163,11 +162,13 @@ async def _serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
+    rules = len(plugin.policy.enforced) + len(plugin.policy.defaults)
+
     def ready(queue: str) -> None:
         print(
             f"worker ready task_queue={queue} address={address}"
             f" provider={settings.provider} workspace={settings.workspace}"
-            f" tools={len(plugin.tool_names)} {isolation} {switched_on(settings, plugin.policy)}",
+            f" tools={len(plugin.tool_names)} {isolation} {switched_on(settings, rules)}",
             flush=True,
         )
 
@@ -180,12 +181,11 @@ RUNS_OWN = "(run's)"
 """In the ready line, half of the escalation defaults left to each run's options."""
 
 
-def switched_on(settings: Settings, policy: WorkerPolicy) -> str:
+def switched_on(settings: Settings, rules: int) -> str:
     """The end of the ready line: what is on, in its `key=value` style. The policy file and its
-    number of rules, encryption, where notifications go (scheme, host and port: never the path,
+    number of `rules`, encryption, where notifications go (scheme, host and port: never the path,
     which may be a token), the escalation defaults and the groups who may grant tokens."""
-    count = len(policy.enforced) + len(policy.defaults)
-    rules = f"{settings.policy_file}({count} rule{'' if count == 1 else 's'})"
+    policy = f"{settings.policy_file}({rules} rule{'' if rules == 1 else 's'})"
     notify = settings.notify_url
     after, groups = settings.escalate_after_seconds, settings.escalate_to
     escalation = "off"  # a run's own options may still escalate (a default half set: theirs)
@@ -193,7 +193,7 @@ def switched_on(settings: Settings, policy: WorkerPolicy) -> str:
         when = f"{after:g}s" if after is not None else RUNS_OWN
         escalation = f"after {when} to {','.join(groups) or RUNS_OWN}"
     fields = {
-        "policy": rules if settings.policy_file is not None else "none",
+        "policy": policy if settings.policy_file is not None else "none",
         "encryption": "on" if settings.encryption_on else "off",
         "notifications": f"on({shown_notify_url(notify, rest=False)})" if notify else "off",
         "escalation": escalation,

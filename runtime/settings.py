@@ -429,8 +429,7 @@ class Settings(BaseSettings):
         extra="forbid",
         frozen=True,
         validate_default=False,
-        validate_by_name=True,
-        validate_by_alias=True,
+        populate_by_name=True,  # the constructor takes field names (pydantic >= 2.7, as required)
     )
     _for_worker: bool = PrivateAttr(default=False)
 
