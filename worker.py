@@ -19,10 +19,14 @@ not offered unless AGENT_SANDBOX=off says to run them unsandboxed; AGENT_SANDBOX
 to start), and `limits=cgroup2`, `cgroup1` or `rlimit` (how the process and memory limits of a
 command are enforced). AGENT_COMMAND_NETWORK=true without a working uplink (slirp4netns) stops
 it. AGENT_METRICS_ADDRESS=HOST:PORT serves Prometheus metrics (the SDK's and the agent's) at
-`http://HOST:PORT/metrics`, and the ready line ends with that URL; OTEL_EXPORTER_OTLP_ENDPOINT
+`http://HOST:PORT/metrics`, and the ready line names that URL; OTEL_EXPORTER_OTLP_ENDPOINT
 exports traces over OTLP/HTTP (docs/operations.md). A tool that cannot be loaded, two tools with
 one name, an MCP server that does not start, or a rule of AGENT_POLICY_FILE that matches none of
 the tools (checked once the MCP servers' tools are known): one line saying which, and no start.
+The ready line ends with what is on (`switched_on`): `policy=FILE(N rules)`, `encryption=`,
+`notifications=` (scheme, host and port), `escalation=`, `budget_groups=`. Before anything, one
+warning line for each AGENT_*/LLM_* variable that is no setting (`AGENT_POLCY_FILE`), naming the
+nearest; the worker starts without it.
 
 `--processes N` (or AGENT_WORKER_PROCESSES=N) runs N copies of this worker, each a process of its
 own with its own client, on the same task queue: one Python worker uses one core for its workflow
@@ -52,7 +56,6 @@ from activities.plugin import (
     no_sandbox_warning,
     run_worker,
 )
-from activities.settings import Settings
 from activities.tools.limits import enforcement, enforcement_gap
 from activities.tools.mcp import McpStartError
 from activities.tools.sandbox import NetworkUnavailable, SandboxUnavailable
@@ -67,6 +70,7 @@ from runtime.process import exit_now
 from runtime.sealed_logs import seal_logged_failures
 from runtime.search_attributes import ensure_search_attributes
 from runtime.setting_error import SettingError
+from runtime.settings import Settings, shown_notify_url, warn_unknown_settings
 from runtime.shown_commands import worker_command
 from runtime.tracing import WORKER_SERVICE, install_tracing
 from runtime.worker_processes import FLAG, process_count, run_copies
@@ -79,6 +83,7 @@ def _say(line: str) -> None:
 
 
 async def _main() -> int:
+    warn_unknown_settings(prefix="worker: ")  # AGENT_POLCY_FILE: say so, and start without it
     try:
         settings = Settings.from_env()
     except ValueError as err:  # a bad setting: say which
@@ -157,17 +162,44 @@ async def _serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
 
+    rules = len(plugin.policy.enforced) + len(plugin.policy.defaults)
+
     def ready(queue: str) -> None:
         print(
             f"worker ready task_queue={queue} address={address}"
             f" provider={settings.provider} workspace={settings.workspace}"
-            f" tools={len(plugin.tool_names)} {isolation}",
+            f" tools={len(plugin.tool_names)} {isolation} {switched_on(settings, rules)}",
             flush=True,
         )
 
     await run_worker(client, settings, stop=stop, ready=ready, plugin=plugin)
     print("worker stopped", flush=True)
     return 0
+
+
+RUNS_OWN = "(run's)"
+"""In the ready line, half of the escalation defaults left to each run's options."""
+
+
+def switched_on(settings: Settings, rules: int) -> str:
+    """The end of the ready line: what is on, in its `key=value` style. The policy file and its
+    number of `rules`, encryption, where notifications go (scheme, host and port: never the path,
+    which may be a token), the escalation defaults and the groups who may grant tokens."""
+    policy = f"{settings.policy_file}({rules} rule{'' if rules == 1 else 's'})"
+    notify = settings.notify_url
+    after, groups = settings.escalate_after_seconds, settings.escalate_to
+    escalation = "off"  # a run's own options may still escalate (a default half set: theirs)
+    if after is not None or groups:
+        when = f"{after:g}s" if after is not None else RUNS_OWN
+        escalation = f"after {when} to {','.join(groups) or RUNS_OWN}"
+    fields = {
+        "policy": policy if settings.policy_file is not None else "none",
+        "encryption": "on" if settings.encryption_on else "off",
+        "notifications": f"on({shown_notify_url(notify, rest=False)})" if notify else "off",
+        "escalation": escalation,
+        "budget_groups": ",".join(settings.budget_groups) or "any",
+    }
+    return " ".join(f"{key}={value}" for key, value in fields.items())
 
 
 def _copies_metrics(count: int) -> tuple[list[dict[str, str]], str]:

@@ -21,7 +21,6 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.exceptions import ApplicationError
 
 from activities import model_retries
-from activities.approver_key import ApproverKey
 from activities.context_window import DEFAULT_CONTEXT_TOKENS
 from activities.conversation_cache import NOTHING, ConversationCache, Held, joined
 from activities.enforcement import enforced_refusal, opened_check
@@ -32,11 +31,12 @@ from activities.notify import Notifier
 from activities.policy_file import PolicyActivities
 from activities.quorum_check import shortfall
 from activities.scripted import scripted_reply, scripted_summary
-from activities.settings import Settings
 from activities.streaming import DeltaPublisher
 from activities.telemetry import ModelCall, model_call, tool_call
 from activities.tools import ToolError, ToolRegistry
 from activities.tools.base import Refused
+from runtime.approver_key import ApproverKey
+from runtime.settings import Settings
 from workflows import names
 from workflows.bounds import TOOL_CONTENT_CHARS
 from workflows.contract.arguments import parse_arguments
@@ -141,7 +141,7 @@ class AgentActivities:
             context_tokens=window,
             max_tokens=self._settings.llm_max_tokens,
             conversation_bytes=self._settings.conversation_bytes,
-            payload_store=self._settings.payload_store,
+            payload_store=self._settings.payload_store is not None,
             notify=self._notifier.enabled,
             ask_user=self._settings.ask_user,
             max_run_tokens=self._settings.max_run_tokens,

@@ -63,9 +63,11 @@ from activities.llm_reply import (
     required_object,
     strict_json,
 )
-from activities.redaction import Redactor, redact_logs, redact_url
+from activities.redaction import Redactor, redact_logs
 from activities.summary_prompt import SUMMARY_MAX_TOKENS, summary_request
-from activities.text_calls import TextCallMode, read_text_calls
+from activities.text_calls import read_text_calls
+from runtime.modes import TextCallMode
+from runtime.url_redaction import redact_url
 from workflows.model import ChatMessage, LlmResponse, ToolSpec
 
 ERROR_TEXT_LIMIT = 1_000

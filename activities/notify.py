@@ -42,7 +42,7 @@ from activities.notify_message import (
     slack_body,
 )
 from activities.redaction import Redactor, redact_logs
-from activities.settings import Settings, shown_notify_url
+from runtime.settings import Settings, shown_notify_url
 from workflows import names
 from workflows.model import NotifyRequest
 from workflows.people.notifications import NOTIFY_RETRY, child_id
@@ -93,7 +93,7 @@ class Notifier:
         self._timeout = httpx.Timeout(read, connect=read / 2)
         self._url = settings.notify_url
         self._format = settings.notify_format
-        self._include_content = settings.notify_arguments
+        self._include_content = settings.notify_with_arguments
         self._inbox = settings.inbox_url
         self._shown = shown_notify_url(self._url) if self._url else "(no AGENT_NOTIFY_URL)"
         # The LLM key and endpoint never go out; the notify URL's user info, query and path

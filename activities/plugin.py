@@ -31,10 +31,8 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig
 
 from activities.agent_activities import AgentActivities
-from activities.approver_key import AnswerVerifier, ApproverKey
 from activities.policy_file import POLICY_FILE_ENV, load_policy_file
 from activities.sandbox_runner import workflow_runner
-from activities.settings import Settings
 from activities.tools import Tool, ToolRegistry, build_default_registry
 from activities.tools.loading import ToolCatalog, load_tools
 from activities.tools.mcp import McpServers
@@ -45,9 +43,11 @@ from activities.worker_telemetry import (
     with_client_tracing,
     with_worker_telemetry,
 )
+from runtime.approver_key import AnswerVerifier, ApproverKey
 from runtime.codec import EncryptionCodec
 from runtime.connect import data_converter, task_queue
 from runtime.decryption_log import log_decryption_failures_once
+from runtime.settings import Settings
 from runtime.tracing import WORKER_SERVICE, install_tracing
 from workflows import names
 from workflows.contract.rules import WorkerPolicy
@@ -201,6 +201,11 @@ class AgentPlugin(SimplePlugin):
             if settings.mcp_config is not None:
                 sandbox = ServerSandbox(policy, settings.workspace)
                 self._mcp = McpServers.from_file(settings.mcp_config, sandbox=sandbox)
+
+    @property
+    def policy(self) -> WorkerPolicy:
+        """The worker's rules: `AGENT_POLICY_FILE`'s, none without one."""
+        return self._policy
 
     @property
     def registry(self) -> ToolRegistry:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from activities.approver_key import ApproverKey
+from runtime.approver_key import ApproverKey
 from workflows.contract.arguments import arguments_digest
 from workflows.contract.rules import PolicyRule
 from workflows.gate.policy import Verdict

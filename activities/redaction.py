@@ -1,10 +1,11 @@
 """Keeping the LLM key and endpoint credentials out of every text a person or the history sees.
 
 An endpoint URL may carry credentials: user info (`https://user:pw@host/v1`) or a query
-(`?key=…`, `?api-version=…&sig=…`). `redact_url` is the only form in which such a URL is ever
-shown; `Redactor.scrub` removes the key and those credentials from any other text (a provider's
-error body that echoes them, an HTTP library's message that quotes a header); `redact_logs`
-makes the HTTP library's own log lines (`HTTP Request: POST https://…`) show URLs redacted.
+(`?key=…`, `?api-version=…&sig=…`). `redact_url` (`runtime.url_redaction`) is the only form in
+which such a URL is ever shown; `Redactor.scrub` removes the key and those credentials from any
+other text (a provider's error body that echoes them, an HTTP library's message that quotes a
+header); `redact_logs` makes the HTTP library's own log lines (`HTTP Request: POST https://…`)
+show URLs redacted.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import re
 import urllib.parse
 import weakref
 
-MASK = "***"
+from runtime.url_redaction import redact_url
+
 REDACTED = "[redacted]"
 MIN_SECRET_PIECE = 4
 """URL pieces shorter than this are not searched for in free text (a `?v=1` would turn every `1`
@@ -23,27 +25,6 @@ into a mask); the URL itself is always shown redacted, whatever its pieces."""
 
 
 _PRINTABLE_RUN = re.compile(r"[!-~]+")
-
-
-def redact_url(url: str) -> str:
-    """The URL as it may be shown: user info becomes `***@`, every query value `***` (a bare
-    query item too), a fragment `#***`. Scheme, host, port and path stay, so it still says which
-    endpoint it is. Never raises."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<unreadable URL>"
-    netloc = parts.netloc
-    if "@" in netloc:
-        netloc = f"{MASK}@{netloc.rpartition('@')[2]}"
-    query = "&".join(_redact_query_item(item) for item in parts.query.split("&") if item)
-    fragment = MASK if parts.fragment else ""
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
-
-
-def _redact_query_item(item: str) -> str:
-    name, equals, _ = item.partition("=")
-    return f"{name}={MASK}" if equals else MASK
 
 
 def url_secrets(url: str) -> list[str]:

@@ -26,14 +26,13 @@ import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from activities.llm_reply import strict_json
+from runtime.modes import TextCallMode
 from workflows.model import ToolCall
 from workflows.shown import ELLIPSIS, shorten
 
-TextCallMode = Literal["parse", "warn", "off", "bare"]
-TEXT_CALL_MODES: tuple[TextCallMode, ...] = ("parse", "warn", "off", "bare")
 ID_PREFIX = "call_text_"
 MAX_WARNINGS = 3
 NAME_CHARS = 60

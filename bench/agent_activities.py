@@ -10,8 +10,8 @@ from typing import Any
 from temporalio.client import Client
 
 from activities.agent_activities import AgentActivities
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 
 REAL = "real activities.AgentActivities"
 API_KEY = "bench-key"

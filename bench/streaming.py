@@ -34,10 +34,10 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
-from activities.settings import Settings
 from activities.tools import build_default_registry
 from runtime.connect import data_converter
 from runtime.search_attributes import ensure_search_attributes
+from runtime.settings import Settings
 from starter.live import follow
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, Slow, _chunk, _delta, _Handler
 from workflows.model import AgentRunInput

@@ -30,9 +30,9 @@ from playwright.async_api import Page, async_playwright
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from activities.settings import Settings
 from runtime.connect import data_converter
 from runtime.search_attributes import ensure_search_attributes
+from runtime.settings import Settings
 from worker import run_worker
 from workflows.model import AgentRunInput, AgentStatus
 

@@ -13,8 +13,8 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities.settings import Settings
 from activities.tools import Tool
+from runtime.settings import Settings
 from worker import AgentPlugin
 from workflows.model import AgentRunInput
 from workflows.run.agent import AgentWorkflow

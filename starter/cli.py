@@ -10,10 +10,10 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import NoReturn
 
-from activities.environment import Environment
 from runtime.connect import connect, connect_config, data_converter
 from runtime.process import exit_now
 from runtime.setting_error import SettingError
+from runtime.settings import Settings, warn_unknown_settings
 from runtime.shown_commands import starter_command
 from runtime.telemetry import install_quiet_runtime
 from starter import commands
@@ -312,8 +312,9 @@ async def amain(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     install_quiet_runtime()
     out = Output(json_mode=bool(args.json or getattr(args, "json_here", False)))
+    warn_unknown_settings()  # a variable that is no setting (AGENT_POLCY_FILE): stderr, go on
     try:
-        Environment.read()  # every setting, checked once: a typo stops every program alike
+        Settings.read()  # every setting, checked once: a typo stops every program alike
     except SettingError as err:
         out.error(str(err))
         return EXIT_USAGE

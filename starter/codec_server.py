@@ -36,9 +36,9 @@ from starlette.types import ASGIApp
 from temporalio.api.common.v1 import Payloads
 from temporalio.converter import ExternalStorage
 
-from activities.environment import Environment
 from runtime.codec import DecryptionError, EncryptionCodec, parse_keys
 from runtime.payload_store import ENV_STORE, external_storage, resolve_references
+from runtime.settings import Settings
 from runtime.store_failure import PayloadStoreError
 from starter.request_guards import (
     MIB,
@@ -157,7 +157,7 @@ def prepare(
             "no encryption key: set AGENT_ENCRYPTION_KEY or AGENT_ENCRYPTION_KEYS (the worker's),"
             " or AGENT_PAYLOAD_STORE to read stored payloads"
         )
-    token = Environment.read(environ).codec_token
+    token = Settings.read(environ).codec_token
     if token is None and not is_loopback(host):
         raise StartError(
             f"--host {host} is not a loopback address: set {ENV_TOKEN} so that only those with"

@@ -19,7 +19,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.approver_key import ApproverKey
+from runtime.approver_key import ApproverKey
 from runtime.connect import task_queue
 from starter.audit_table import audit_lines
 from starter.budget_text import used_line

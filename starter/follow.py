@@ -25,7 +25,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from activities.approver_key import ApproverKey
+from runtime.approver_key import ApproverKey
 from runtime.shown_commands import starter_command
 from starter.errors import refusal
 from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker

@@ -7,7 +7,7 @@ import argparse
 
 from temporalio.client import WorkflowUpdateFailedError
 
-from activities.approver_key import ApproverKey
+from runtime.approver_key import ApproverKey
 from starter.budget_text import used_line
 from starter.commands import Ctx, running_handle
 from starter.errors import EXIT_OK, EXIT_USAGE, CliError, refusal

@@ -1,5 +1,5 @@
 """An answer as the web app and `starter approve|reject` send it: with the approver's groups, and
-signed when this program holds `AGENT_APPROVER_KEY` (`activities.approver_key`), bound to the
+signed when this program holds `AGENT_APPROVER_KEY` (`runtime.approver_key`), bound to the
 run and the call's arguments that were shown (read from the run when the answer does not say)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from activities.approver_key import ApproverKey, sign_answer, sign_reopen
-from activities.environment import Environment
+from runtime.approver_key import ApproverKey, sign_answer, sign_reopen
+from runtime.settings import Settings
 from starter.handle import AgentHandle
 from starter.web.auth import UsersFile
 from workflows.contract.arguments import arguments_digest
@@ -84,5 +84,5 @@ async def reopen_as_sent(
 def groups_in_users_file(user: str) -> tuple[str, ...]:
     """The user's groups in AGENT_WEB_USERS_FILE (none without the file, or not in it); a file
     that cannot be read raises UsersFileError."""
-    path = Environment.read().web_users_file
+    path = Settings.read().web_users_file
     return UsersFile(Path(path)).groups_of(user) if path else ()

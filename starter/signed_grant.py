@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from activities.approver_key import ApproverKey
+from runtime.approver_key import ApproverKey
 from starter.handle import AgentHandle
 from workflows.model import BudgetGrant
 from workflows.people.signatures import budget_call, canonical_groups, grant_decision

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from activities.approver_key import ApproverKey
+from runtime.approver_key import ApproverKey
 from starter.handle import AgentHandle
 from workflows.model import QuestionAnswer
 from workflows.people.signatures import answer_decision, canonical_groups

@@ -34,8 +34,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
-from activities.approver_key import AnswerVerifier, ApproverKey, sign_answer
 from activities.plugin import AgentPlugin, heartbeat_tuning
+from runtime.approver_key import AnswerVerifier, ApproverKey, sign_answer
 from runtime.connect import data_converter
 from runtime.process import exit_now
 from runtime.search_attributes import ensure_search_attributes

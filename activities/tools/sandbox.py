@@ -32,12 +32,12 @@ from activities.tools.limits import (
 )
 from activities.tools.sandbox_layout import mask_args, private_paths, system_args, visible_sources
 from activities.tools.uplink import NetworkUnavailable, launcher_argv
+from runtime.modes import SandboxMode
 
 __all__ = [
     "ADDRESS_SPACE_BYTES",
     "FILE_SIZE_BYTES",
     "OPEN_FILES",
-    "SANDBOX_MODES",
     "CommandLimits",
     "CommandPolicy",
     "NetworkUnavailable",
@@ -50,8 +50,6 @@ __all__ = [
 ]
 
 SandboxKind = Literal["bwrap", "none"]
-SandboxMode = Literal["auto", "required", "off"]
-SANDBOX_MODES: tuple[SandboxMode, ...] = ("auto", "required", "off")
 
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 DEFAULT_LANG = "C.UTF-8"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 from activities.agent_activities import AgentActivities
 from activities.plugin import AgentPlugin
-from activities.settings import Settings
 from activities.tools.sandbox import choose_policy
 from bench.harness import Bench, median
 from bench.report import Figure
+from runtime.settings import Settings
 from workflows.model import ToolRequest
 
 CALLS = {"quick": 20, "full": 200}

@@ -14,7 +14,7 @@ from temporalio.client import Client, WorkflowQueryFailedError, WorkflowUpdateFa
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.approver_key import ApproverKey
+from runtime.approver_key import ApproverKey
 from runtime.codec import find_decryption_error
 from starter import handle as agent_handle
 from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker

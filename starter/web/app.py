@@ -30,7 +30,7 @@ from starlette.types import ASGIApp
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.approver_key import ApproverKey
+from runtime.approver_key import ApproverKey
 from starter.audit_table import counts_line, dropped_line, tokens_line
 from starter.handle import AgentHandle
 from starter.render import (

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio.client import Client
 
-from activities.approver_key import ApproverKey
+from runtime.approver_key import ApproverKey
 from starter.handle import AgentHandle
 from starter.signed_grant import grant_as_sent
 from starter.web import actions

@@ -13,8 +13,8 @@ from pathlib import Path
 import uvicorn
 from temporalio.client import Client
 
-from activities.environment import Environment
 from runtime.connect import connect, connect_config, task_queue
+from runtime.settings import Settings
 from runtime.shown_commands import starter_command
 from starter.codec_server import listen
 from starter.errors import cannot_reach
@@ -39,7 +39,7 @@ class StartError(Exception):
     """The server cannot start as configured; the message is the one line to print."""
 
 
-def make_guard(host: str, settings: Environment) -> Guard:
+def make_guard(host: str, settings: Settings) -> Guard:
     """Signed-in mode with a users file; local mode (loopback only) without one."""
     path = settings.web_users_file
     signer = Signer.of(settings.web_secret)
@@ -67,7 +67,7 @@ def ended_sessions_file(users_file: Path) -> Path:
 async def serve(host: str, port: int, client: Client | None = None) -> int:
     """Serve until SIGINT or SIGTERM; returns the exit code."""
     try:
-        guard = make_guard(host, Environment.read())
+        guard = make_guard(host, Settings.read())
     except StartError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return EXIT_USAGE
@@ -113,7 +113,7 @@ def read_password() -> str | None:
 
 
 def cmd_add_user(name: str, with_token: bool, groups: list[str] | None = None) -> int:
-    path = Environment.read().web_users_file
+    path = Settings.read().web_users_file
     if not path:
         print(f"error: set {ENV_USERS_FILE} to the users file to write", file=sys.stderr)
         return EXIT_USAGE

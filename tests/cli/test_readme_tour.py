@@ -13,7 +13,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from activities.settings import Settings
+from runtime.settings import Settings
 from tests.cli.test_starter import REPO, Agent
 from tests.helpers import wait_for_phase
 from worker import run_worker

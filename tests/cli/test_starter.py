@@ -23,7 +23,7 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.settings import Settings
+from runtime.settings import Settings
 from starter.handle import AgentHandle
 from tests.helpers import events, status, wait_for_phase, wait_until
 from worker import run_worker

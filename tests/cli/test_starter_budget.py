@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
-from activities.settings import Settings
+from runtime.settings import Settings
 from starter.web.auth import add_user
 from tests.cli.test_starter import Agent
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, tool_calls

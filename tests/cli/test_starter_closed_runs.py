@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.settings import Settings
+from runtime.settings import Settings
 from starter.follow import follow
 from starter.handle import AgentHandle
 from starter.output import Output

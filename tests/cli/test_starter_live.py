@@ -18,8 +18,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 from tests.fake_openai import FakeOpenAI, Slow
 from tests.helpers import events, start_run
 from workflows.model import AgentRunInput

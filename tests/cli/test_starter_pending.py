@@ -13,7 +13,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from activities.settings import Settings
+from runtime.settings import Settings
 from tests.cli.test_starter import new_id, seed, starter
 from tests.fake_openai import FakeOpenAI, tool_calls
 from tests.helpers import wait_for_phase, wait_until

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.approver_key import ApproverKey
-from activities.settings import Settings
+from runtime.approver_key import ApproverKey
+from runtime.settings import Settings
 from tests.cli.test_starter import Agent, seed, start_waiting
 from tests.helpers import events, of_type
 from worker import run_worker

@@ -23,7 +23,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.plugin import AgentPlugin, run_worker
-from activities.settings import Settings
+from runtime.settings import Settings
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, text, tool_calls
 from tests.helpers import events, of_type, start_run, wait_for_phase, wait_until
 from tests.ports import free_port

@@ -54,7 +54,7 @@ class MetricsWorker:
     async def start(self) -> None:
         self.process = await spawn("worker", "worker.py", env=self.env)
         ready = await self.process.wait_for_line(r"^worker ready ", timeout=60)
-        assert ready.string.endswith(f" metrics={self.url}"), ready.string
+        assert f" metrics={self.url} " in ready.string, ready.string
 
     async def stop(self) -> None:
         if self.process is not None:

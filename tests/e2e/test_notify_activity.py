@@ -23,8 +23,8 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.agent_activities import AgentActivities
 from activities.notify import Notifier
-from activities.settings import Settings
 from activities.tools import ToolRegistry
+from runtime.settings import Settings
 from tests.notify_receiver import receiver_process
 from tests.ports import free_port
 from workflows.contract.arguments import arguments_digest

@@ -20,9 +20,9 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.plugin import AgentPlugin, run_worker
-from activities.settings import Settings
 from activities.tools import Tool
 from activities.tools.loading import ToolLoadError
+from runtime.settings import Settings
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, text, tool_calls
 from tests.helpers import start_run
 from tests.reliability.processes import ROOT

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from activities.plugin import AgentPlugin
-from activities.settings import Settings
+from runtime.settings import Settings
 from tests.reliability.processes import ROOT
 
 BIN = Path(sys.executable).parent

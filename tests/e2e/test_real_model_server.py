@@ -46,8 +46,8 @@ from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
 from activities.llm import OpenAIChatClient
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 from tests.helpers import events, status
 from workflows import names
 from workflows.contract.rules import PolicyRule

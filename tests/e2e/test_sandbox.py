@@ -22,9 +22,9 @@ import pytest
 from temporalio.client import Client
 
 from activities.agent_activities import AgentActivities
-from activities.settings import Settings
 from activities.tools import build_default_registry
 from activities.tools.sandbox import CommandPolicy, bwrap_status, choose_policy
+from runtime.settings import Settings
 from tests.helpers import start_run, wait_for_phase, wait_until
 from tests.reliability.processes import ROOT, start_worker, stopping, worker_env
 from workflows.model import AgentRunInput, ToolRequest
@@ -357,7 +357,7 @@ async def test_the_ready_line_says_which_sandbox(client, task_queue, tmp_path):
         worker = await start_worker(f"ready-{mode}", env, tmp_path / "logs")
         with stopping(worker):
             ready = await worker.wait_for_line("worker ready")
-        assert ready.endswith(f" run_command=on limits={limits} sandbox={expected}"), ready
+        assert f" run_command=on limits={limits} sandbox={expected} " in ready, ready
 
 
 def test_command_settings_from_env(tmp_path):

@@ -209,7 +209,7 @@ async def test_a_user_with_a_600_thread_process_can_run_commands_and_is_still_li
 
 
 def test_the_limits_are_settings(tmp_path: Path) -> None:
-    from activities.settings import Settings
+    from runtime.settings import Settings
 
     base = {"AGENT_WORKSPACE": str(tmp_path / "w")}
     default = Settings.from_env(base)

@@ -15,7 +15,7 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from activities.settings import Settings
+from runtime.settings import Settings
 from tests.helpers import events, messages, status, wait_until
 from worker import run_worker
 from workflows.conversation.record import invariant_violations

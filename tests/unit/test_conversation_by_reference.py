@@ -13,8 +13,8 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from activities.agent_activities import AgentActivities
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 from workflows import names
 from workflows.conversation.record import Conversation
 from workflows.conversation.tail import ConversationTails

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from activities.environment import BadSetting, Environment
-from activities.settings import Settings
-from activities.text_calls import TEXT_CALL_MODES
+from runtime.modes import TEXT_CALL_MODES
 from runtime.setting_error import SettingError
+from runtime.settings import BadSetting, Settings
 
 SWITCHES = [
     ("LLM_STREAM", "llm_stream"),
@@ -26,7 +25,7 @@ SWITCHES = [
 
 def refused(env: dict[str, str]) -> str:
     with pytest.raises(BadSetting) as caught:
-        Environment.read(env)
+        Settings.read(env)
     message = str(caught.value)
     assert "\n" not in message
     assert isinstance(caught.value, SettingError)  # what every program catches at start
@@ -48,7 +47,7 @@ def refused(env: dict[str, str]) -> str:
     ],
 )
 def test_every_switch_takes_the_same_words(name, attribute, raw, value):
-    assert getattr(Environment.read({name: raw}), attribute) is value
+    assert getattr(Settings.read({name: raw}), attribute) is value
 
 
 @pytest.mark.parametrize(("name", "attribute"), SWITCHES)
@@ -81,7 +80,7 @@ def test_a_mode_is_one_of_its_words(name, raw, accepts):
 
 
 def test_modes_ignore_case():
-    assert Environment.read({"AGENT_SANDBOX": "Required"}).sandbox == "required"
+    assert Settings.read({"AGENT_SANDBOX": "Required"}).sandbox == "required"
 
 
 @pytest.mark.parametrize(
@@ -115,7 +114,7 @@ def test_counts_are_positive_whole_numbers(name, raw):
 
 
 def test_numbers_read_as_numbers():
-    env = Environment.read({"LLM_TIMEOUT_SECONDS": "2.5", "LLM_MAX_TOKENS": " 300 "})
+    env = Settings.read({"LLM_TIMEOUT_SECONDS": "2.5", "LLM_MAX_TOKENS": " 300 "})
     assert (env.llm_timeout_seconds, env.llm_max_tokens) == (2.5, 300)
 
 
@@ -160,7 +159,7 @@ def test_a_refused_secret_is_never_quoted():
 
 
 def test_blank_means_unset_and_secrets_stay_out_of_the_repr():
-    env = Environment.read({"LLM_STREAM": "  ", "LLM_API_KEY": "sk-SECRET", "LLM_MODEL": ""})
+    env = Settings.read({"LLM_STREAM": "  ", "LLM_API_KEY": "sk-SECRET", "LLM_MODEL": ""})
     assert env.llm_stream is True
     assert env.llm_model == "gpt-4o-mini"
     assert "sk-SECRET" not in repr(env)
@@ -174,7 +173,7 @@ def test_several_bad_values_are_one_line_naming_the_first():
 
 
 def test_the_model_reads_the_process_environment(monkeypatch):
-    """`Environment()` is a `BaseSettings`: without a mapping it reads the process's variables."""
+    """`Settings()` is a `BaseSettings`: without a mapping it reads the process's variables."""
     monkeypatch.setenv("LLM_STREAM", "off")
     monkeypatch.setenv("AGENT_SANDBOX", "off")
-    assert (Environment().llm_stream, Environment.read().sandbox) == (False, "off")
+    assert (Settings().llm_stream, Settings.read().sandbox) == (False, "off")

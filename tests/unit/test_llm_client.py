@@ -24,9 +24,9 @@ from activities.llm import (
     retry_after_seconds,
     to_openai_message,
 )
-from activities.redaction import redact_url
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
+from runtime.url_redaction import redact_url
 from tests.fake_openai import (
     CutOff,
     FakeOpenAI,

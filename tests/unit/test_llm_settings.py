@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.settings import Settings
+from runtime.settings import Settings
 
 KEY = "sk-proj-SECRET-4c1d"
 

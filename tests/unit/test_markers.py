@@ -127,7 +127,7 @@ def test_the_worker_s_records_use_its_encryption_keys(tmp_path: Path) -> None:
 
 
 def test_the_retention_is_a_setting(tmp_path: Path) -> None:
-    from activities.settings import Settings
+    from runtime.settings import Settings
 
     base = {"AGENT_WORKSPACE": str(tmp_path / "w")}
     assert Settings.from_env(base).state_retention_days == 30

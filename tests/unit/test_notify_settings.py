@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from activities.settings import Settings, shown_notify_url
+from runtime.settings import Settings, shown_notify_url
 
 TOKEN = "XyZ9sEcReTtOkEn42abcdefg"
 SLACK = f"https://hooks.slack.com/services/T0001/B0002/{TOKEN}"

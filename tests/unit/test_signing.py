@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from activities.approver_key import DOES_NOT_VERIFY, NO_KEY, AnswerVerifier, ApproverKey
-from activities.approver_key import sign_answer as sign
-from activities.environment import BadSetting, Environment
-from activities.settings import Settings
+from runtime.approver_key import DOES_NOT_VERIFY, NO_KEY, AnswerVerifier, ApproverKey
+from runtime.approver_key import sign_answer as sign
+from runtime.settings import BadSetting, Settings
 from starter.web.auth import UsersFile, UsersFileError, add_user, parse_users, user_line
 from workflows.model import ApprovalEvent, ApprovalRecord, ToolApprovalResponse
 from workflows.people.signatures import (
@@ -155,7 +154,7 @@ async def test_the_verifier_says_why_it_refuses():
 )
 def test_a_bad_approver_key_is_one_line_naming_the_variable(value):
     with pytest.raises(BadSetting) as caught:
-        Environment.read({"AGENT_APPROVER_KEY": value})
+        Settings.read({"AGENT_APPROVER_KEY": value})
     message = str(caught.value)
     assert message.startswith("AGENT_APPROVER_KEY") and "32 random bytes in base64" in message
     assert "\n" not in message and value not in message

@@ -15,8 +15,8 @@ import pytest
 from temporalio.client import Client
 
 from activities.agent_activities import AgentActivities
-from activities.settings import Settings
 from activities.tools import Tool, ToolRegistry, build_default_registry
+from runtime.settings import Settings
 from workflows.model import ToolRequest
 
 

@@ -32,7 +32,7 @@ from temporalio.client import (
     WorkflowUpdateHandle,
 )
 
-from activities.settings import Settings
+from runtime.settings import Settings
 from starter.web.app import WebApp, build_app
 from starter.web.auth import Signer, UsersFile, add_user
 from starter.web.security import Guard

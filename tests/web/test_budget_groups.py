@@ -16,8 +16,8 @@ import httpx
 import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
-from activities.approver_key import ApproverKey
-from activities.settings import Settings
+from runtime.approver_key import ApproverKey
+from runtime.settings import Settings
 from starter.handle import AgentHandle
 from starter.signed_grant import grant_as_sent
 from starter.web.auth import add_user

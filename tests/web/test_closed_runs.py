@@ -16,7 +16,7 @@ import httpx
 import pytest
 from temporalio.client import Client, WorkflowFailureError
 
-from activities.settings import Settings
+from runtime.settings import Settings
 from tests.web.conftest import serve_web
 from worker import run_worker
 from workflows.model import AgentRunInput, AgentRunOptions, AgentRunResult

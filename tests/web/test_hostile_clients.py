@@ -24,7 +24,7 @@ import httpx
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
-from activities.settings import Settings
+from runtime.settings import Settings
 from starter.web.auth import SESSION_COOKIE, Throttle
 from tests.fake_openai import tool_calls
 from tests.helpers import messages, wait_for_phase, wait_until

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from activities.settings import Settings
+from runtime.settings import Settings
 from tests.helpers import wait_for_phase, wait_until
 from tests.web.conftest import Served, serve_web
 from worker import run_worker

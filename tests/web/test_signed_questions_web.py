@@ -12,7 +12,7 @@ import httpx
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
-from activities.approver_key import ApproverKey
+from runtime.approver_key import ApproverKey
 from tests.helpers import events, of_type, wait_for_phase
 from tests.web import test_signed_web
 from tests.web.conftest import Served

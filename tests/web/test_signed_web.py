@@ -17,8 +17,8 @@ import pytest
 from playwright.async_api import async_playwright, expect
 from temporalio.client import Client, WorkflowHandle
 
-from activities.approver_key import ApproverKey
-from activities.settings import Settings
+from runtime.approver_key import ApproverKey
+from runtime.settings import Settings
 from starter.web.auth import add_user
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import events, of_type, wait_for_phase, wait_until

@@ -16,8 +16,8 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 from tests.fake_openai import FakeOpenAI, Slow
 from tests.helpers import event_types, events, start_run, wait_for_phase, wait_until
 from worker import heartbeat_tuning

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.settings import Settings
+from runtime.settings import Settings
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, text, tool_calls
 from tests.helpers import events, messages, of_type, start_run, wait_for_phase, wait_until
 from worker import run_worker

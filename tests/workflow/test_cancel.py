@@ -15,7 +15,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.exceptions import CancelledError
 
-from activities.settings import Settings
+from runtime.settings import Settings
 from tests.fake_openai import FakeOpenAI, Slow
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import (

@@ -19,8 +19,8 @@ import pytest
 from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 from tests.fake_openai import FakeOpenAI, text, tool_calls
 from tests.helpers import events, of_type, start_run
 from workflows.conversation.record import invariant_violations

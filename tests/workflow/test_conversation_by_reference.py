@@ -25,8 +25,8 @@ from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
 from activities.conversation_cache import ConversationCache
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, text, tool_calls
 from tests.helpers import start_run, wait_for_phase, wait_until
 from tests.workflow.test_conversation_tail import settings

@@ -17,8 +17,8 @@ from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
 from activities.conversation_cache import ConversationCache, Held
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, text, tool_calls
 from tests.helpers import events, of_type, start_run, wait_for_phase, wait_until
 from tests.workflow.test_compaction_cache import BIG, SMALL_READS, WINDOW

@@ -20,8 +20,8 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.agent_activities import AgentActivities
 from activities.plugin import run_worker
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 from tests.helpers import start_run, wait_for_phase
 from workflows.contract.rules import WorkerPolicy
 from workflows.model import (

@@ -16,8 +16,8 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from activities.approver_key import AnswerVerifier, ApproverKey, sign_answer, sign_reopen
 from activities.plugin import AgentPlugin
+from runtime.approver_key import AnswerVerifier, ApproverKey, sign_answer, sign_reopen
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import (
     events,

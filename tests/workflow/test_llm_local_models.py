@@ -28,8 +28,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 from tests.fake_openai import FakeOpenAI, Stall, text
 from tests.helpers import events, start_run, wait_for_phase
 from tests.workflow.test_llm_runs import one_call

@@ -27,8 +27,8 @@ from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 from tests.fake_openai import (
     FakeOpenAI,
     RawJson,
@@ -323,13 +323,15 @@ def assert_absent(text: str, *secrets: str) -> None:
 async def test_neither_key_nor_url_credentials_reach_the_history_or_the_logs(
     client, task_queue, fake, workspace, http, caplog
 ):
-    """A key with a line break (set in code, past the settings' check) cannot be sent: the run
-    ends `error` at once, and its history names the endpoint only redacted."""
+    """A key with a line break (set in code, past the settings' check: a copy made without
+    validation) cannot be sent: the run ends `error` at once, and its history names the endpoint
+    only redacted."""
 
     caplog.set_level(logging.DEBUG)
     key = "sk-first-SECRET-a1\nsecond-SECRET-b2"
     # (no user info here: httpx would send it as Basic auth in place of the key's header)
-    settings = settings_for(f"{fake.base_url}?key={URL_QUERY_KEY}", workspace, api_key=key)
+    checked = settings_for(f"{fake.base_url}?key={URL_QUERY_KEY}", workspace)
+    settings = checked.model_copy(update={"llm_api_key": key})
     result, log, handle = await run_agent(client, task_queue, settings, http)
     assert result.finish_reason == "error"
     assert fake.request_count == 0  # never sent, and not tried again

@@ -13,8 +13,8 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.plugin import AgentPlugin, heartbeat_tuning
-from activities.settings import Settings
 from runtime.connect import data_converter
+from runtime.settings import Settings
 from tests.fakes import FakeAgentActivities
 from tests.helpers import worker_for
 from workflows import names

@@ -144,7 +144,7 @@ async def test_a_question_and_a_call_expire_in_one_event(client, task_queue):
 async def test_asking_again_for_a_question_is_signed_and_verified(client, task_queue):
     """`starter reask` and the web app sign asking again for a question as for a call (the
     question's `arguments_sha256`); the worker verifies it, and a forged one changes nothing."""
-    from activities.approver_key import ApproverKey
+    from runtime.approver_key import ApproverKey
     from starter.handle import AgentHandle
     from starter.signed_answer import reopen_as_sent
     from tests.workflow.test_signed_answers import KEY, signed_worker

@@ -195,7 +195,7 @@ async def test_an_answer_when_no_question_waits_is_refused(client, task_queue):
 async def test_a_signed_answer_is_checked_by_the_worker_and_a_forged_one_refused(
     client, task_queue
 ):
-    from activities.approver_key import ApproverKey
+    from runtime.approver_key import ApproverKey
     from starter.handle import AgentHandle
     from starter.signed_question import question_as_sent
     from tests.workflow.test_signed_answers import KEY, signed_worker

@@ -14,9 +14,9 @@ from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from activities.agent_activities import AgentActivities
-from activities.approver_key import ApproverKey
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.approver_key import ApproverKey
+from runtime.settings import Settings
 from workflows.contract.arguments import arguments_digest
 from workflows.contract.rules import WorkerPolicy
 from workflows.model import ToolRequest, Vote

@@ -12,8 +12,8 @@ import pytest
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
-from activities.approver_key import AnswerVerifier, ApproverKey, sign_answer
 from activities.plugin import AgentPlugin
+from runtime.approver_key import AnswerVerifier, ApproverKey, sign_answer
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, wait_for_phase
 from workflows.contract.arguments import arguments_digest

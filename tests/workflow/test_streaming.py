@@ -17,9 +17,9 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
-from activities.settings import Settings
 from activities.streaming import DeltaPublisher
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 from starter.live import follow
 from tests.fake_openai import CutOff, FakeOpenAI, FakeOpenAIServer, Slow, text, tool_calls
 from tests.helpers import events, messages, start_run, wait_until

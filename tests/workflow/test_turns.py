@@ -16,8 +16,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.worker import Worker
 
 from activities.agent_activities import AgentActivities
-from activities.settings import Settings
 from activities.tools import build_default_registry
+from runtime.settings import Settings
 from tests import fake_openai
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import (

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 from temporalio import activity
 
-from activities.environment import Environment, approver_key_bytes
+from runtime.settings import Settings
 from workflows import names
 from workflows.model import ReopenRequest, ToolApprovalResponse
 from workflows.people.signatures import (
@@ -46,8 +46,7 @@ class ApproverKey:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ApproverKey | None:
         """The key of the environment, or None when `AGENT_APPROVER_KEY` is unset (a bad value
         raises BadSetting, as every setting does)."""
-        text = Environment.read(environ).approver_key
-        key = approver_key_bytes(text) if text else None
+        key = Settings.read(environ).approver_key
         return None if key is None else cls(key)
 
     def sign(self, fields: SignedFields) -> str:

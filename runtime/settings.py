@@ -1,9 +1,15 @@
-"""Every setting of the project's programs, typed, in one place: `Environment` reads the
-environment once and refuses a value it cannot use with one line naming the variable and what it
-accepts (`BadSetting`). The worker turns it into its `Settings`; the starter and the web
-inbox read it at start too, so a typo (`LLM_STREAM=flase`) stops every program the same way.
+"""Every setting of the project's programs, typed, in one class every program reads: `Settings`
+reads the environment once and refuses a value it cannot use with one line naming the variable
+and what it accepts (`BadSetting`). The worker, every `python -m starter` command, the web inbox
+and the codec server read it at start, so a typo (`LLM_STREAM=flase`) stops every program the
+same way, and each names the `AGENT_*`/`LLM_*` variables that are no setting
+(`warn_unknown_settings`: a misspelt setting is otherwise ignored in silence).
 
-The fields' docs are the settings' documentation: `python -m activities.settings_table` prints the
+`Settings.read()` only checks (a starter may check the worker's settings on a machine without the
+worker's files); `Settings.from_env()` is the worker's: the same, then `for_worker()` resolves its
+folders (the workspace is created), reads the system prompt's file and checks the payload store.
+
+The fields' docs are the settings' documentation: `python -m runtime.settings_table` prints the
 table of the README and of docs/worker.md from them.
 
 Values are strings in the environment; one rule each decides what a string means: a switch is
@@ -15,33 +21,50 @@ from __future__ import annotations
 
 import base64
 import binascii
+import difflib
 import os
 import re
+import sys
 import urllib.parse
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any, TextIO
 
-from pydantic import BeforeValidator, Field, ValidationError
+from pydantic import BeforeValidator, Field, PrivateAttr, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from activities.redaction import redact_url
-from activities.text_calls import TEXT_CALL_MODES, TextCallMode
-from activities.tools.sandbox import SANDBOX_MODES, SandboxMode
+from runtime.modes import (
+    NOTIFY_FORMATS,
+    SANDBOX_MODES,
+    TEXT_CALL_MODES,
+    NotifyFormat,
+    SandboxMode,
+    TextCallMode,
+)
+from runtime.payload_store import (
+    DEFAULT_MAX_CONVERSATION_MB,
+    ENV_MAX_CONVERSATION_MB,
+    ENV_S3_ENDPOINT,
+    ENV_STORE,
+    conversation_budget_bytes,
+)
 from runtime.setting_error import SettingError
+from runtime.url_redaction import redact_url
+from workflows.bounds import MAX_CONVERSATION_BYTES
 
 DEFAULT_MODEL = "gpt-4o-mini"
 DEFAULT_WORKSPACE = "agent-workspace"
+STATE_DIR_NAME = ".agent-state"
+"""The state folder's name beside the workspace, when `AGENT_STATE_DIR` is not set."""
 MAX_SYSTEM_PROMPT_BYTES = 100_000
 """The longest `AGENT_SYSTEM_PROMPT` (or its file) the worker takes: it goes with every request."""
 MAX_WORKER_PROCESSES = 64
 
-NotifyFormat = Literal["json", "slack"]
-NOTIFY_FORMATS: tuple[NotifyFormat, ...] = ("json", "slack")
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_GROUP = re.compile(r"[A-Za-z0-9_.-]{1,100}")
 MAX_ESCALATION_GROUPS = 20
 _TOOL_SPEC = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 
@@ -102,9 +125,16 @@ def _whole(raw: object) -> int:
 _GROUP = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
+def _listed(raw: object) -> str:
+    """A list's text: as the environment gives it, or the items given to the constructor."""
+    if isinstance(raw, (list, tuple)):
+        return ",".join(str(item) for item in raw)
+    return str(raw)
+
+
 def _groups(raw: object) -> tuple[str, ...]:
     """Group names, comma- or space-separated (as the web users file names them)."""
-    groups = [n for n in re.split(r"[\s,]+", str(raw).strip()) if n]
+    groups = [n for n in re.split(r"[\s,]+", _listed(raw).strip()) if n]
     for group in groups:
         if not _GROUP.fullmatch(group):
             raise ValueError(
@@ -114,7 +144,7 @@ def _groups(raw: object) -> tuple[str, ...]:
 
 
 def _names(raw: object) -> tuple[str, ...]:
-    names = [n for n in re.split(r"[\s,]+", str(raw).strip()) if n]
+    names = [n for n in re.split(r"[\s,]+", _listed(raw).strip()) if n]
     for name in names:
         if not _ENV_NAME.fullmatch(name):
             raise ValueError(f"lists {name[:40]!r}, which is not a variable name")
@@ -122,7 +152,7 @@ def _names(raw: object) -> tuple[str, ...]:
 
 
 def _escalation_groups(raw: object) -> tuple[str, ...]:
-    groups = [g for g in re.split(r"[\s,]+", str(raw).strip()) if g]
+    groups = [g for g in re.split(r"[\s,]+", _listed(raw).strip()) if g]
     for group in groups:
         if not _GROUP.fullmatch(group):
             raise ValueError(
@@ -136,7 +166,7 @@ def _escalation_groups(raw: object) -> tuple[str, ...]:
 
 
 def _tool_specs(raw: object) -> tuple[str, ...]:
-    specs = [s.strip() for s in str(raw).split(",") if s.strip()]
+    specs = [s.strip() for s in _listed(raw).split(",") if s.strip()]
     for spec in specs:
         if not _TOOL_SPEC.fullmatch(spec):
             raise ValueError(f"lists {spec[:80]!r}, which is not package.module:attribute")
@@ -153,9 +183,10 @@ def http_url(raw: str) -> bool:
         return False
 
 
-def shown_notify_url(url: str) -> str:
-    """`AGENT_NOTIFY_URL` as it may be shown: scheme, host and port only. Its path is as secret as
-    its user info and query (a Slack webhook's path is its token), so it is never printed."""
+def shown_notify_url(url: str, *, rest: bool = True) -> str:
+    """`AGENT_NOTIFY_URL` as it may be shown: scheme, host and port only, then `/…` when it has
+    more (`rest`). Its path is as secret as its user info and query (a Slack webhook's path is its
+    token), so it is never printed."""
     try:
         parts = urllib.parse.urlsplit(url)
         host = parts.hostname
@@ -166,8 +197,8 @@ def shown_notify_url(url: str) -> str:
         return "<not a URL>"
     shown_host = f"[{host}]" if ":" in host else host
     where = f"{shown_host}:{port}" if port is not None else shown_host
-    rest = "/…" if (parts.path not in ("", "/") or parts.query or parts.fragment) else ""
-    return f"{parts.scheme}://{where}{rest}"
+    more = parts.path not in ("", "/") or parts.query or parts.fragment
+    return f"{parts.scheme}://{where}{'/…' if rest and more else ''}"
 
 
 def _base_url(raw: object) -> str:
@@ -220,14 +251,18 @@ def approver_key_bytes(text: str) -> bytes | None:
     return key if len(key) == APPROVER_KEY_BYTES else None
 
 
-def _approver_key(raw: object) -> str:
-    text = str(raw).strip()
-    if approver_key_bytes(text) is None:
+def _approver_key(raw: object) -> bytes:
+    """The key's bytes, from its base64 text (the environment's) or the bytes themselves."""
+    if isinstance(raw, bytes):
+        key = raw if len(raw) == APPROVER_KEY_BYTES else None
+    else:
+        key = approver_key_bytes(str(raw))
+    if key is None:
         raise ValueError(
             f"must be {APPROVER_KEY_BYTES} random bytes in base64 (e.g. `openssl rand -base64"
             f" {APPROVER_KEY_BYTES}`); the value given is not (not shown)"
         )
-    return text
+    return key
 
 
 def api_key_problem(key: str) -> str | None:
@@ -296,9 +331,28 @@ def _megabytes(raw: object) -> float:
     return value
 
 
+def _folder(raw: object) -> Path:
+    """A path as given, `~` expanded (resolved only by the worker: `Settings.for_worker`)."""
+    return Path(raw.strip() if isinstance(raw, str) else str(raw)).expanduser()
+
+
+def _characters(raw: object) -> int:
+    return max(1, int(_positive("characters")(raw)))
+
+
+def _optional(check: Callable[[object], Any]) -> Callable[[object], Any]:
+    """`check`, letting None (unset, as the constructor may be told) through."""
+
+    def checked(raw: object) -> Any:
+        return None if raw is None else check(raw)
+
+    return checked
+
+
 Switch = Annotated[bool, BeforeValidator(_switch)]
 Seconds = Annotated[float, BeforeValidator(_positive("seconds"))]
 Count = Annotated[int, BeforeValidator(_whole)]
+SecondsOrNone = Annotated[float | None, BeforeValidator(_optional(_positive("seconds")))]
 
 
 def setting(
@@ -321,6 +375,10 @@ def setting(
         repr=not secret,
         json_schema_extra=extra,
     )
+
+
+_READING: ContextVar[Mapping[str, str] | None] = ContextVar("settings_environ", default=None)
+"""The environment `Settings.read` reads (None: the process's)."""
 
 
 class _Variables(PydanticBaseSettingsSource):
@@ -357,16 +415,25 @@ def one_line(err: ValidationError) -> str:
     return f"{line} (and {more} more setting(s) refused)" if more else line
 
 
-class Environment(BaseSettings):
-    """The settings as the environment gives them, each checked by its own rule. Paths are not
-    resolved and files not read here (that is the worker's `Settings.from_env`), so the starter
-    and the web inbox may check them on a machine without the worker's files."""
+class Settings(BaseSettings):
+    """Every setting, each checked by its own rule: what every program reads.
+
+    `Settings.read()` (or `Settings()`) takes the environment as it is: paths are not resolved
+    and files not read, so the starter and the web inbox may check the settings on a machine
+    without the worker's files. The worker's come from `Settings.from_env()`, which also does
+    what only the worker may (`for_worker`). The constructor takes values by field name, over the
+    process's environment (an embedding application's or a test's own settings)."""
 
     model_config = SettingsConfigDict(
-        case_sensitive=True, extra="ignore", frozen=True, validate_default=False
+        case_sensitive=True,
+        extra="forbid",
+        frozen=True,
+        validate_default=False,
+        populate_by_name=True,  # the constructor takes field names (pydantic >= 2.7, as required)
     )
+    _for_worker: bool = PrivateAttr(default=False)
 
-    llm_base_url: Annotated[str | None, BeforeValidator(_base_url)] = setting(
+    llm_base_url: Annotated[str | None, BeforeValidator(_optional(_base_url))] = setting(
         "LLM_BASE_URL",
         None,
         "an OpenAI-compatible endpoint, e.g. `https://api.openai.com/v1` (http or https)",
@@ -374,7 +441,7 @@ class Environment(BaseSettings):
         readme=True,
         secret=True,
     )
-    llm_api_key: Annotated[str | None, BeforeValidator(_api_key)] = setting(
+    llm_api_key: Annotated[str | None, BeforeValidator(_optional(_api_key))] = setting(
         "LLM_API_KEY",
         None,
         "sent only as `Authorization: Bearer …`; never printed",
@@ -407,7 +474,7 @@ class Environment(BaseSettings):
         " the run ends `error`",
         shown="`600`",
     )
-    llm_max_tokens: Annotated[int | None, BeforeValidator(_whole)] = setting(
+    llm_max_tokens: Annotated[int | None, BeforeValidator(_optional(_whole))] = setting(
         "LLM_MAX_TOKENS",
         None,
         "most tokens per reply, sent as `max_tokens`; a run's `options.max_tokens` wins",
@@ -430,7 +497,7 @@ class Environment(BaseSettings):
         "sent as `parallel_tool_calls` with the tools (llama.cpp's default is false)",
         shown="`true`",
     )
-    llm_context_tokens: Annotated[int | None, BeforeValidator(_whole)] = setting(
+    llm_context_tokens: Annotated[int | None, BeforeValidator(_optional(_whole))] = setting(
         "LLM_CONTEXT_TOKENS",
         None,
         "the model's context window in tokens",
@@ -442,7 +509,7 @@ class Environment(BaseSettings):
         "the model that writes compaction summaries",
         shown="*(the run's model)*",
     )
-    system_prompt: Annotated[str | None, BeforeValidator(_system_prompt)] = setting(
+    system_prompt: Annotated[str | None, BeforeValidator(_optional(_system_prompt))] = setting(
         "AGENT_SYSTEM_PROMPT",
         None,
         "text, or `@FILE`: the first message of a run that has no system message (at most"
@@ -450,14 +517,14 @@ class Environment(BaseSettings):
         shown="*(none)*",
         secret=True,
     )
-    workspace: str = setting(
+    workspace: Annotated[Path, BeforeValidator(_folder)] = setting(
         "AGENT_WORKSPACE",
-        DEFAULT_WORKSPACE,
+        Path(DEFAULT_WORKSPACE),
         "the only folder the tools may touch (created if missing)",
         shown="`./agent-workspace`",
         readme=True,
     )
-    state_dir: str | None = setting(
+    state_dir: Annotated[Path | None, BeforeValidator(_optional(_folder))] = setting(
         "AGENT_STATE_DIR",
         None,
         "at-most-once records of tools that are not safe to retry (sealed with the encryption"
@@ -522,13 +589,13 @@ class Environment(BaseSettings):
         "how often streamed text is sent (one signal and about four history events each)",
         shown="`1.0`",
     )
-    stream_flush_chars: Annotated[float, BeforeValidator(_positive("characters"))] = setting(
+    stream_flush_chars: Annotated[int, BeforeValidator(_characters)] = setting(
         "AGENT_STREAM_FLUSH_CHARS",
-        2_000.0,
+        2_000,
         "send earlier when this much text is waiting",
         shown="`2000`",
     )
-    policy_file: str | None = setting(
+    policy_file: Annotated[Path | None, BeforeValidator(_optional(_folder))] = setting(
         "AGENT_POLICY_FILE",
         None,
         'the worker\'s approval rules, `{"enforced": [rules], "defaults": [rules]}`, read once'
@@ -536,7 +603,7 @@ class Environment(BaseSettings):
         shown="*(none)*",
         readme=True,
     )
-    max_run_tokens: Annotated[int | None, BeforeValidator(_whole)] = setting(
+    max_run_tokens: Annotated[int | None, BeforeValidator(_optional(_whole))] = setting(
         "AGENT_MAX_RUN_TOKENS",
         None,
         "the most tokens (prompt and completion, as the provider counts them) a run may spend"
@@ -565,14 +632,14 @@ class Environment(BaseSettings):
         "`false` leaves the four built-in file tools out",
         shown="`true`",
     )
-    mcp_config: str | None = setting(
+    mcp_config: Annotated[Path | None, BeforeValidator(_optional(_folder))] = setting(
         "AGENT_MCP_CONFIG",
         None,
         "a JSON file of MCP servers (`mcpServers`) whose tools the agent gets, as `NAME__TOOL`",
         shown="*(none)*",
         readme=True,
     )
-    notify_url: Annotated[str | None, BeforeValidator(_notify_url)] = setting(
+    notify_url: Annotated[str | None, BeforeValidator(_optional(_notify_url))] = setting(
         "AGENT_NOTIFY_URL",
         None,
         "http(s) address that gets a POST when a call waits for a person, at half its approval"
@@ -588,13 +655,13 @@ class Environment(BaseSettings):
         "`json`: the agent's body; `slack`: a Slack incoming webhook's `{\"text\": …}`",
         shown="`json`",
     )
-    notify_arguments: Annotated[bool | None, BeforeValidator(_switch)] = setting(
+    notify_arguments: Annotated[bool | None, BeforeValidator(_optional(_switch))] = setting(
         "AGENT_NOTIFY_ARGUMENTS",
         None,
         "whether notifications carry the call's arguments (and a failed run's error)",
         shown="`true`, `false` with encryption",
     )
-    inbox_url: Annotated[str | None, BeforeValidator(_inbox_url)] = setting(
+    inbox_url: Annotated[str | None, BeforeValidator(_optional(_inbox_url))] = setting(
         "AGENT_INBOX_URL",
         None,
         "the web inbox's address (no user info, query or fragment); notifications link to"
@@ -609,15 +676,13 @@ class Environment(BaseSettings):
         " ([questions](docs/questions.md))",
         shown="`false`",
     )
-    escalate_after_seconds: Annotated[float | None, BeforeValidator(_positive("seconds"))] = (
-        setting(
-            "AGENT_ESCALATE_AFTER_SECONDS",
-            None,
-            "a call waiting this long for a person is escalated to `AGENT_ESCALATE_TO` (a run's"
-            " `approval_escalate_after_seconds` wins)"
-            " ([expiry and escalation](docs/expiry.md))",
-            shown="*(none: never)*",
-        )
+    escalate_after_seconds: SecondsOrNone = setting(
+        "AGENT_ESCALATE_AFTER_SECONDS",
+        None,
+        "a call waiting this long for a person is escalated to `AGENT_ESCALATE_TO` (a run's"
+        " `approval_escalate_after_seconds` wins)"
+        " ([expiry and escalation](docs/expiry.md))",
+        shown="*(none: never)*",
     )
     escalate_to: Annotated[tuple[str, ...], BeforeValidator(_escalation_groups)] = setting(
         "AGENT_ESCALATE_TO",
@@ -634,14 +699,14 @@ class Environment(BaseSettings):
         used_by="worker, starter",
         readme=True,
     )
-    worker_processes: Annotated[int | None, BeforeValidator(_processes)] = setting(
+    worker_processes: Annotated[int | None, BeforeValidator(_optional(_processes))] = setting(
         "AGENT_WORKER_PROCESSES",
         None,
         "run this many copies of the worker, each a process of its own (1 to 64; `--processes N`"
         " wins) ([several worker processes](docs/worker.md#several-worker-processes))",
         shown="`1`",
     )
-    metrics_address: Annotated[str | None, BeforeValidator(_host_port)] = setting(
+    metrics_address: Annotated[str | None, BeforeValidator(_optional(_host_port))] = setting(
         "AGENT_METRICS_ADDRESS",
         None,
         "`HOST:PORT`: serve Prometheus metrics at `http://HOST:PORT/metrics`: the SDK's"
@@ -693,14 +758,14 @@ class Environment(BaseSettings):
         used_by="all",
         readme=True,
     )
-    s3_endpoint_url: Annotated[str | None, BeforeValidator(_endpoint_url)] = setting(
+    s3_endpoint_url: Annotated[str | None, BeforeValidator(_optional(_endpoint_url))] = setting(
         "AGENT_S3_ENDPOINT_URL",
         None,
         "the endpoint of an S3-compatible store, e.g. `http://minio:9000`",
         shown="*(AWS)*",
         used_by="all, with `s3://`",
     )
-    max_conversation_mb: Annotated[float | None, BeforeValidator(_megabytes)] = setting(
+    max_conversation_mb: Annotated[float | None, BeforeValidator(_optional(_megabytes))] = setting(
         "AGENT_MAX_CONVERSATION_MB",
         None,
         "with a payload store: a run's conversation budget in MB (10⁶ bytes), at most 1024;"
@@ -724,7 +789,7 @@ class Environment(BaseSettings):
         used_by="web",
         secret=True,
     )
-    approver_key: Annotated[str | None, BeforeValidator(_approver_key)] = setting(
+    approver_key: Annotated[bytes | None, BeforeValidator(_optional(_approver_key))] = setting(
         "AGENT_APPROVER_KEY",
         None,
         "32 random bytes in base64, shared by the web app, `starter` and every worker: answers"
@@ -743,26 +808,207 @@ class Environment(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Values given to the constructor, then the process's environment, nothing else (no
-        `.env` file, no secrets folder: one place, as the table documents it)."""
-        return init_settings, _Variables(settings_cls, os.environ)
+        """Values given to the constructor, then the environment (`read`'s, else the process's),
+        nothing else (no `.env` file, no secrets folder: one place, as the table documents it)."""
+        reading = _READING.get()
+        return init_settings, _Variables(settings_cls, os.environ if reading is None else reading)
 
     @classmethod
-    def read(cls, environ: Mapping[str, str] | None = None) -> Environment:
-        """The settings of `environ` (default: the process's). Raises BadSetting, one
-        line naming the variable and what it accepts, for the first value it refuses."""
-        values = _Variables(cls, os.environ if environ is None else environ)()
+    def read(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings of `environ` (default: the process's), and of nothing else. Raises
+        BadSetting, one line naming the variable and what it accepts, for the first value it
+        refuses."""
+        reading = _READING.set(os.environ if environ is None else environ)
         try:
-            return cls.model_validate(values)
+            return cls()
         except ValidationError as err:
             raise BadSetting(one_line(err)) from None
+        finally:
+            _READING.reset(reading)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The worker's settings: `read`, then `for_worker` (the workspace is created). Raises
+        BadSetting (a ValueError) naming the variable of a value it cannot use."""
+        return cls.read(environ).for_worker()
+
+    def for_worker(self) -> Settings:
+        """These settings as the worker uses them: its folders resolved (the workspace created),
+        the system prompt's `@FILE` read, the payload store and the conversation budget checked,
+        whether notifications carry arguments decided. Raises BadSetting (or the payload store's
+        SettingError) naming the variable. The same settings again when done already."""
+        if self._for_worker:
+            return self
+        workspace = self.workspace.expanduser().resolve()
+        workspace.mkdir(parents=True, exist_ok=True)
+        conversation_budget_bytes(self._store_variables())  # a store or budget it cannot use
+        ready = self.model_copy(
+            update={
+                "workspace": workspace,
+                "state_dir": _resolved(self.state_dir),
+                "mcp_config": _resolved(self.mcp_config),
+                "policy_file": _resolved(self.policy_file),
+                "system_prompt": _prompt_text(self.system_prompt),
+                "notify_arguments": self.notify_with_arguments,
+            }
+        )
+        ready._for_worker = True
+        state = ready.resolved_state_dir.resolve()
+        if state == workspace or workspace in state.parents:
+            raise BadSetting(f"AGENT_STATE_DIR ({state}) must be outside AGENT_WORKSPACE")
+        return ready
+
+    def _store_variables(self) -> dict[str, str]:
+        given = {
+            ENV_STORE: self.payload_store,
+            ENV_S3_ENDPOINT: self.s3_endpoint_url,
+            ENV_MAX_CONVERSATION_MB: None
+            if self.max_conversation_mb is None
+            else repr(self.max_conversation_mb),
+        }
+        return {name: value for name, value in given.items() if value is not None}
 
     @property
     def encryption_on(self) -> bool:
         """Whether an encryption key is set (the data converter checks the keys themselves)."""
         return bool(self.encryption_key or self.encryption_keys)
 
+    @property
+    def provider(self) -> str:
+        """`openai-compatible` (LLM_BASE_URL points at an endpoint) or `scripted` (the offline,
+        rule-based stand-in)."""
+        return "openai-compatible" if self.llm_base_url else "scripted"
+
+    @property
+    def resolved_state_dir(self) -> Path:
+        """`AGENT_STATE_DIR`, else a `.agent-state` folder beside the workspace."""
+        if self.state_dir is not None:
+            return self.state_dir
+        return self.workspace.parent / STATE_DIR_NAME
+
+    @property
+    def conversation_bytes(self) -> int:
+        """How big a run's conversation may grow: 1.4 MB, or with a payload store
+        `AGENT_MAX_CONVERSATION_MB` (default 64) in units of 10^6 bytes."""
+        if self.payload_store is None:
+            return MAX_CONVERSATION_BYTES
+        return int((self.max_conversation_mb or DEFAULT_MAX_CONVERSATION_MB) * 1_000_000)
+
+    @property
+    def notify_with_arguments(self) -> bool:
+        """Whether notifications carry the call's arguments (and a failed run's error text):
+        `AGENT_NOTIFY_ARGUMENTS`, by default true without encryption and false with it (what is
+        sealed in history does not go out in the clear unless asked for)."""
+        if self.notify_arguments is not None:
+            return self.notify_arguments
+        return not self.encryption_on
+
+
+def _resolved(path: Path | None) -> Path | None:
+    return path.expanduser().resolve() if path is not None else None
+
+
+def _prompt_text(raw: str | None) -> str | None:
+    """`AGENT_SYSTEM_PROMPT`: the text itself, or `@FILE` to read it from a file (once)."""
+    if raw is None:
+        return None
+    if not raw.startswith("@"):
+        return raw.strip()
+    path = Path(raw[1:].strip()).expanduser()
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        raise BadSetting(
+            f"AGENT_SYSTEM_PROMPT names {str(path)!r}, which cannot be read: {reason}"
+        ) from None
+    if len(data) > MAX_SYSTEM_PROMPT_BYTES:
+        raise BadSetting(
+            f"AGENT_SYSTEM_PROMPT file {str(path)!r} has {len(data):,} bytes, more than the"
+            f" {MAX_SYSTEM_PROMPT_BYTES:,} a system prompt may have"
+        )
+    try:
+        text = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise BadSetting(f"AGENT_SYSTEM_PROMPT file {str(path)!r} is not UTF-8 text") from None
+    if not text:
+        raise BadSetting(f"AGENT_SYSTEM_PROMPT file {str(path)!r} is empty")
+    return text
+
 
 def variables() -> dict[str, FieldInfo]:
     """Every setting's field by its variable's name, in the order of the table."""
-    return {str(f.validation_alias): f for f in Environment.model_fields.values()}
+    return {str(f.validation_alias): f for f in Settings.model_fields.values()}
+
+
+PREFIXES = ("AGENT_", "LLM_")
+"""The prefixes of the settings' variables: another variable with one of them is a mistake."""
+ALSO_READ: dict[str, str] = {
+    "AGENT_TEST_PROCESSES": "`./run tests`: how many test processes",
+    "AGENT_TEST_CHROMIUM": "the web inbox's browser tests and bench/web_inbox.py: the Chromium",
+    "AGENT_SCREENSHOT_TO": "tests/web/test_browser.py: where the docs' screenshot is written",
+    "AGENT_RUNS_LOAD_COUNT": "tests/web/test_runs_load.py: how many finished runs are listed",
+    "AGENT_E2E_LLM_BASE_URL": "tests/e2e/test_real_model_server.py: a real model server",
+    "AGENT_E2E_LLM_MODEL": "tests/e2e/test_real_model_server.py: its model",
+    "AGENT_E2E_LLM_API_KEY": "tests/e2e/test_real_model_server.py: its key",
+    "AGENT_E2E_LLM_MAX_TOKENS": "tests/e2e/test_real_model_server.py: tokens per reply",
+    "AGENT_E2E_LLM_TIMEOUT_SECONDS": "tests/e2e/test_real_model_server.py: the whole story's time",
+}
+"""Variables with a settings' prefix that no program reads but the project's tests and tools do:
+set for them, they are in the environment of every program the tests start, and are not named."""
+_LONGEST_SHOWN = 100
+
+
+def _shown_name(name: str) -> str:
+    """A variable's name as a warning may print it: quoted when it is not a plain name."""
+    if _ENV_NAME.fullmatch(name) and len(name) <= _LONGEST_SHOWN:
+        return name
+    return repr(name[:_LONGEST_SHOWN])
+
+
+def _stem(name: str) -> str:
+    for prefix in PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
+def _nearest(name: str, known: list[str]) -> str | None:
+    """The known name nearest to `name` (difflib), compared without the prefixes, which every
+    name shares (`AGENT_QQQ` is near no setting; `LLM_WORKSPACE` is near `AGENT_WORKSPACE`)."""
+    by_stem: dict[str, list[str]] = {}
+    for each in known:
+        by_stem.setdefault(_stem(each), []).append(each)
+    found = difflib.get_close_matches(_stem(name), list(by_stem), n=1)
+    if not found:
+        return None
+    return max(
+        by_stem[found[0]], key=lambda each: difflib.SequenceMatcher(None, name, each).ratio()
+    )
+
+
+def unknown_settings(environ: Mapping[str, str] | None = None) -> list[str]:
+    """One warning line for each variable of `environ` (default: the process's) that starts with
+    `AGENT_` or `LLM_` and is no setting, naming the nearest setting, in the order of the names.
+    Not named: the settings, `ALSO_READ`, and the variables `AGENT_COMMAND_ENV` passes on to the
+    commands (those are read, by the commands)."""
+    env = os.environ if environ is None else environ
+    known = sorted({*variables(), *ALSO_READ})
+    passed = set(re.split(r"[\s,]+", env.get("AGENT_COMMAND_ENV", "")))
+    lines = []
+    for name in sorted(env):
+        if not name.startswith(PREFIXES) or name in known or name in passed:
+            continue
+        nearest = _nearest(name, known)
+        hint = f" (did you mean {nearest}?)" if nearest else ""
+        lines.append(f"warning: {_shown_name(name)} is not a setting{hint}; ignored")
+    return lines
+
+
+def warn_unknown_settings(
+    prefix: str = "", environ: Mapping[str, str] | None = None, file: TextIO | None = None
+) -> None:
+    """What every program does at start: `unknown_settings` on stderr (`file`), each line after
+    `prefix` (the worker's `worker: `). Never stops the program, never writes to stdout."""
+    for line in unknown_settings(environ):
+        print(f"{prefix}{line}", file=sys.stderr if file is None else file, flush=True)

@@ -1,9 +1,9 @@
 """The tables of settings of the README and docs/worker.md, made from the settings' own docs
-(`activities.environment`), so each setting is written once.
+(`runtime.settings`), so each setting is written once.
 
-    python -m activities.settings_table            # the full table (docs/worker.md)
-    python -m activities.settings_table --readme   # the README's short one
-    python -m activities.settings_table --write    # put both in place, between their markers
+    python -m runtime.settings_table            # the full table (docs/worker.md)
+    python -m runtime.settings_table --readme   # the README's short one
+    python -m runtime.settings_table --write    # put both in place, between their markers
 
 A test checks that both files hold exactly what this prints.
 """
@@ -16,11 +16,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from activities.environment import variables
+from runtime.settings import variables
 
 ROOT = Path(__file__).resolve().parent.parent
-BEGIN = "<!-- settings table: made by `python -m activities.settings_table --write` from"
-BEGIN_LINE = BEGIN + " activities/environment.py; edit the settings there -->"
+BEGIN = "<!-- settings table: made by `python -m runtime.settings_table --write` from"
+BEGIN_LINE = BEGIN + " runtime/settings.py; edit the settings there -->"
 END = "<!-- end of the settings table -->"
 HEAD = "| variable | used by | default | meaning |\n|---|---|---|---|"
 
@@ -130,7 +130,7 @@ def written(text: str, made: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m activities.settings_table")
+    parser = argparse.ArgumentParser(prog="python -m runtime.settings_table")
     parser.add_argument("--readme", action="store_true", help="the README's short table")
     parser.add_argument("--write", action="store_true", help="put both tables in place")
     args = parser.parse_args(argv)
