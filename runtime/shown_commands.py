@@ -12,13 +12,25 @@ import sys
 from pathlib import Path
 
 
+def _exists(path: Path) -> bool:
+    """Whether `path` exists; a path this process may not look at (a worker started as another
+    user: PermissionError) counts as missing, never as a reason not to start."""
+    try:
+        return path.exists()
+    except OSError:
+        return False
+
+
 def _shown_path(path: Path) -> str:
     """`path` relative to the working folder when it is inside it (`.venv/bin/python`), else
     absolute; quoted for a shell."""
-    absolute = Path(os.path.abspath(path))
+    try:
+        absolute = Path(os.path.abspath(path))
+    except OSError:  # a working folder this process cannot read (or one removed since)
+        return shlex.quote(str(path))
     try:
         shown = str(absolute.relative_to(Path.cwd()))
-    except ValueError:
+    except (ValueError, OSError):
         shown = str(absolute)
     return shlex.quote(shown)
 
@@ -37,7 +49,7 @@ def python_command() -> str:
     if _on_path("python", folder):
         return "python"
     plain = folder / "python"
-    return _shown_path(plain if plain.exists() else executable)
+    return _shown_path(plain if _exists(plain) else executable)
 
 
 def starter_command() -> str:
@@ -58,4 +70,4 @@ def temporal_command() -> str:
     if shutil.which("temporal"):
         return "temporal"
     beside = Path(os.path.abspath(sys.executable)).parent / "temporal"
-    return _shown_path(beside) if beside.exists() else "temporal"
+    return _shown_path(beside) if _exists(beside) else "temporal"

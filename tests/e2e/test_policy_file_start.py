@@ -1,13 +1,16 @@
 """A rule of `AGENT_POLICY_FILE` that can never match stops the worker's start in one line
 (exit 2), checked once every tool is known: the real `python worker.py`, with the real
-`mcp-server-time` for rules about an MCP server's tools."""
+`mcp-server-time` for rules about an MCP server's tools. A path the worker may not look at
+(started as another user) never stops it."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +93,52 @@ def test_a_dead_rule_stops_the_worker_with_one_line(tmp_path, rules, why):
     assert done.returncode == 2, done.stderr
     assert said(done) == [f"worker: AGENT_POLICY_FILE {policy}: {why}; not starting"]
     assert "worker ready" not in done.stdout
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root and setpriv"
+)
+def test_a_path_the_worker_cannot_stat_never_stops_it():
+    """The worker started as another user (nobody), with a Python whose path runs through a
+    folder that user may not look into: every path it checks at start that cannot be stat'ed
+    (PermissionError) counts as missing, and the worker gets as far as Temporal."""
+    tmp_path = Path(tempfile.mkdtemp(prefix="unstat-"))  # outside pytest's folder, which is 0700
+    try:
+        _start_as_nobody(tmp_path)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _start_as_nobody(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    locked = tmp_path / "locked"
+    (venv / "bin").mkdir(parents=True)
+    locked.mkdir()
+    (locked / "python").symlink_to(Path(sys.executable).resolve())
+    locked.chmod(0o700)
+    (venv / "bin" / "python").symlink_to(locked / "python")
+    (venv / "lib").symlink_to(Path(sys.prefix) / "lib")
+    shutil.copy(Path(sys.prefix) / "pyvenv.cfg", venv / "pyvenv.cfg")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    tmp_path.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "LLM_", "AGENT_"))}
+    env.update(
+        HOME=str(shared),
+        TEMPORAL_ADDRESS="127.0.0.1:1",
+        AGENT_WORKSPACE=str(shared / "ws"),
+        AGENT_STATE_DIR=str(shared / "state"),
+        AGENT_SANDBOX="off",
+    )
+    command = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    done = subprocess.run(
+        [*command, str(venv / "bin" / "python"), "worker.py"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 1, done.stderr
+    assert said(done)[-1].startswith("worker: cannot reach Temporal at 127.0.0.1:1"), done.stderr
 
 
 def test_rules_about_mcp_tools_are_checked_once_the_servers_started(tmp_path):
