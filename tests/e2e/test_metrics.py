@@ -195,6 +195,35 @@ async def test_counters_move_by_what_happened(metrics_worker: MetricsWorker) -> 
     assert await w.value("agent_rounds_total") == 6
 
 
+async def test_a_usage_no_model_could_report_is_one_warning_and_no_retry(
+    metrics_worker: MetricsWorker,
+) -> None:
+    """A reply that says it used 2^64 tokens (past 10^9 for one call): its text and calls
+    stand, its usage is ignored with one warning, nothing is retried, and the token counter
+    (an integer the metrics library cannot hold past 2^64) never sees it."""
+    w = metrics_worker
+    w.fake.enqueue(
+        Reply(tool_calls=[("call_1", "list_dir", '{"path": "."}')], usage=(2**64, 5)),
+        Reply(text="Listed.", usage=(40, 2)),
+    )
+    handle = await w.start_run("list the files")
+    result = await handle.result()
+    assert result["finish_reason"] == "stop"
+    assert len(w.fake.requests) == 2  # the reply was taken: no attempt again
+    evs = await handle.query("events")
+    warnings = [e["message"] for e in evs if e["type"] == "warning"]
+    assert warnings == [
+        "the model server reported 18,446,744,073,709,551,616 tokens for one call, more than any"
+        " model takes (1,000,000,000): its usage is ignored as malformed"
+    ]
+    assert await w.value("agent_llm_tokens_total", kind="prompt") == 40
+    process = w.process
+    assert process is not None
+    await w.stop()
+    logged = "\n".join(process.lines) + await process.rest_of_stdout()
+    assert "OverflowError" not in logged and "Traceback" not in logged, logged
+
+
 async def test_a_restarted_worker_counts_only_what_it_sees(metrics_worker: MetricsWorker) -> None:
     w = metrics_worker
     w.fake.enqueue(delete_call("call_1", (100, 20)), Reply(text="Deleted.", usage=(130, 4)))
