@@ -24,7 +24,9 @@ exports traces over OTLP/HTTP (docs/operations.md). A tool that cannot be loaded
 one name, an MCP server that does not start, or a rule of AGENT_POLICY_FILE that matches none of
 the tools (checked once the MCP servers' tools are known): one line saying which, and no start.
 The ready line ends with what is on (`switched_on`): `policy=FILE(N rules)`, `encryption=`,
-`notifications=` (scheme, host and port), `escalation=`, `budget_groups=`. Before anything, one
+`notifications=` (scheme, host and port), `escalation=`, `budget_groups=`, `approvers=FILE(N
+people)`. A bad line of AGENT_APPROVERS_FILE, or an enforced approver rule that no one in it
+could meet: one line saying which, and no start. Before anything, one
 warning line for each AGENT_*/LLM_* variable that is no setting (`AGENT_POLCY_FILE`), naming the
 nearest; the worker starts without it.
 
@@ -163,12 +165,14 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
 
     rules = len(plugin.policy.enforced) + len(plugin.policy.defaults)
+    people = None if plugin.approvers is None else len(plugin.approvers)
 
     def ready(queue: str) -> None:
         print(
             f"worker ready task_queue={queue} address={address}"
             f" provider={settings.provider} workspace={settings.workspace}"
-            f" tools={len(plugin.tool_names)} {isolation} {switched_on(settings, rules)}",
+            f" tools={len(plugin.tool_names)} {isolation}"
+            f" {switched_on(settings, rules, people)}",
             flush=True,
         )
 
@@ -181,11 +185,15 @@ RUNS_OWN = "(run's)"
 """In the ready line, half of the escalation defaults left to each run's options."""
 
 
-def switched_on(settings: Settings, rules: int) -> str:
+def switched_on(settings: Settings, rules: int, people: int | None = None) -> str:
     """The end of the ready line: what is on, in its `key=value` style. The policy file and its
     number of `rules`, encryption, where notifications go (scheme, host and port: never the path,
-    which may be a token), the escalation defaults and the groups who may grant tokens."""
+    which may be a token), the escalation defaults, the groups who may grant tokens, and the
+    approvers file with its number of `people`."""
     policy = f"{settings.policy_file}({rules} rule{'' if rules == 1 else 's'})"
+    approvers = "none"
+    if settings.approvers_file is not None and people is not None:
+        approvers = f"{settings.approvers_file}({people} {'person' if people == 1 else 'people'})"
     notify = settings.notify_url
     after, groups = settings.escalate_after_seconds, settings.escalate_to
     escalation = "off"  # a run's own options may still escalate (a default half set: theirs)
@@ -198,6 +206,7 @@ def switched_on(settings: Settings, rules: int) -> str:
         "notifications": f"on({shown_notify_url(notify, rest=False)})" if notify else "off",
         "escalation": escalation,
         "budget_groups": ",".join(settings.budget_groups) or "any",
+        "approvers": approvers,
     }
     return " ".join(f"{key}={value}" for key, value in fields.items())
 

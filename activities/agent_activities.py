@@ -35,7 +35,7 @@ from activities.streaming import DeltaPublisher
 from activities.telemetry import ModelCall, model_call, tool_call
 from activities.tools import ToolError, ToolRegistry
 from activities.tools.base import Refused
-from runtime.approver_key import ApproverKey
+from runtime.approvers import ApproversFile
 from runtime.settings import Settings
 from workflows import names
 from workflows.bounds import TOOL_CONTENT_CHARS
@@ -74,8 +74,12 @@ class AgentActivities:
         registry: ToolRegistry,
         http: httpx.AsyncClient | None = None,
         policy: WorkerPolicy | None = None,
+        approvers: ApproversFile | None = None,
     ) -> None:
         self._client = client
+        self._approvers = approvers
+        """The worker's AGENT_APPROVERS_FILE: the votes of a call under an enforced approver
+        rule are verified and counted with it."""
         self._settings = settings
         self._registry = registry
         self._policy = PolicyActivities(policy or WorkerPolicy())
@@ -129,7 +133,8 @@ class AgentActivities:
     @activity.defn(name=names.ACTIVITY_WORKER_SETUP)
     async def worker_setup(self) -> WorkerSetup:
         """What a run reads of this worker once: its tools and rules, the model's window, the
-        conversation's budget, whether people are notified, the escalation defaults."""
+        conversation's budget, whether people are notified, the escalation defaults, and how many
+        people each group of the approvers file has."""
         try:
             window = await self.context_window()
         except ApplicationError as err:  # the server is down: the run learns its window later
@@ -148,6 +153,7 @@ class AgentActivities:
             budget_groups=list(self._settings.budget_groups),
             escalate_after_seconds=self._settings.escalate_after_seconds,
             escalate_to=list(self._settings.escalate_to),
+            approver_groups=None if self._approvers is None else self._approvers.group_sizes(),
         )
 
     # -------------------------------------------------------------- call_llm
@@ -372,8 +378,7 @@ class AgentActivities:
             )
         # The worker's own enforced rules have the last word, whatever the run's state says.
         enforced = self._policy.rules.enforced
-        key = self._settings.approver_key
-        short = shortfall(enforced, request, arguments, None if key is None else ApproverKey(key))
+        short = shortfall(enforced, request, arguments, self._approvers, self._settings.escalate_to)
         refusal = await enforced_refusal(enforced, tool, arguments, request.answered_by, short)
         if refusal is not None:
             return refusal

@@ -43,7 +43,7 @@ from activities.worker_telemetry import (
     with_client_tracing,
     with_worker_telemetry,
 )
-from runtime.approver_key import AnswerVerifier, ApproverKey
+from runtime.approvers import AnswerVerifier, ApproversFile, load_approvers
 from runtime.codec import EncryptionCodec
 from runtime.connect import data_converter, task_queue
 from runtime.decryption_log import log_decryption_failures_once
@@ -52,6 +52,7 @@ from runtime.tracing import WORKER_SERVICE, install_tracing
 from workflows import names
 from workflows.contract.rules import WorkerPolicy
 from workflows.converter import AgentPayloadConverter
+from workflows.gate.quorum import unmeetable
 from workflows.gate.rule_check import worker_policy_problem
 from workflows.people.notifications import AgentNotification
 from workflows.run.agent import AgentWorkflow
@@ -172,19 +173,16 @@ class AgentPlugin(SimplePlugin):
         self._mcp_tools_added = False
         self._agent_activities: list[AgentActivities] = []
         self._policy = WorkerPolicy()
+        self._approvers: ApproversFile | None = None
         self.commands: CommandPolicy | None = None
         """How commands and MCP stdio servers run (None with `activities=…`)."""
         if activities is None:
             self._settings = settings = settings if settings is not None else Settings.from_env()
+            if settings.approvers_file is not None:  # a bad line: ApproversFileError
+                self._approvers = load_approvers(settings.approvers_file)
             if settings.policy_file is not None:  # a missing or invalid file: ValueError
                 self._policy = load_policy_file(settings.policy_file)
-                if settings.approver_key is None and any(
-                    rule.approvers is not None for rule in self._policy.enforced
-                ):
-                    raise ValueError(
-                        f"{POLICY_FILE_ENV} {settings.policy_file}: a rule names approvers, whose"
-                        " signed answers the worker verifies: set AGENT_APPROVER_KEY"
-                    )
+                self._check_approver_rules(settings.policy_file)
             self._catalog = ToolCatalog()
             policy = commands if commands is not None else command_policy(settings)
             self.commands = policy
@@ -201,6 +199,29 @@ class AgentPlugin(SimplePlugin):
             if settings.mcp_config is not None:
                 sandbox = ServerSandbox(policy, settings.workspace)
                 self._mcp = McpServers.from_file(settings.mcp_config, sandbox=sandbox)
+
+    def _check_approver_rules(self, policy_file: object) -> None:
+        """An enforced approver rule needs the approvers file, and people in its groups: one no
+        one could meet is a ValueError naming the file and the rule."""
+        rules = self._policy.enforced
+        if not any(rule.approvers is not None for rule in rules):
+            return
+        if self._approvers is None:
+            raise ValueError(
+                f"{POLICY_FILE_ENV} {policy_file}: a rule names approvers, whose signed answers"
+                " the worker verifies with their keys: set AGENT_APPROVERS_FILE"
+            )
+        problem = unmeetable(rules, self._approvers.group_sizes(), origin="enforced")
+        if problem is not None:
+            raise ValueError(
+                f"{POLICY_FILE_ENV} {policy_file}: {problem} (AGENT_APPROVERS_FILE"
+                f" {self._approvers.path})"
+            )
+
+    @property
+    def approvers(self) -> ApproversFile | None:
+        """The worker's people: `AGENT_APPROVERS_FILE`'s, none without one."""
+        return self._approvers
 
     @property
     def policy(self) -> WorkerPolicy:
@@ -282,21 +303,27 @@ class AgentPlugin(SimplePlugin):
             given = [*(existing or []), *self._given_activities]
             return [*given, *self._verifier(given)]
         assert self._catalog is not None and self._settings is not None
-        acts = AgentActivities(None, self._settings, self._catalog.registry, policy=self._policy)
+        acts = AgentActivities(
+            None,
+            self._settings,
+            self._catalog.registry,
+            policy=self._policy,
+            approvers=self._approvers,
+        )
         self._agent_activities.append(acts)
         return [*(existing or []), *acts.all(), *self._verifier(existing or [])]
 
     def _verifier(self, given: Sequence[Callable[..., Any]]) -> list[Callable[..., Any]]:
-        """`verify_answer` over the worker's `AGENT_APPROVER_KEY` (unless a stand-in of that
-        name is given): the workflow checks each signed answer with it, as a local activity."""
+        """`verify_answer` over the worker's `AGENT_APPROVERS_FILE` (unless a stand-in of that
+        name is given): the workflow checks each signed decision with it, as a local
+        activity."""
         if any(_activity_name(fn) == names.ACTIVITY_VERIFY_ANSWER for fn in given):
             return []
-        if self._settings is not None:
-            key = self._settings.approver_key
-            verifier = AnswerVerifier(None if key is None else ApproverKey(key))
-        else:
-            verifier = AnswerVerifier(ApproverKey.from_env())
-        return [verifier.verify_answer]
+        if self._approvers is None:
+            settings = self._settings if self._settings is not None else Settings.read()
+            if settings.approvers_file is not None:
+                self._approvers = load_approvers(settings.approvers_file)
+        return [AnswerVerifier(self._approvers).verify_answer]
 
     def configure_client(self, config: ClientConfig) -> ClientConfig:
         config = super().configure_client(config)

@@ -19,8 +19,6 @@ listed words; a number is positive; a URL has its scheme. An empty or blank valu
 
 from __future__ import annotations
 
-import base64
-import binascii
 import difflib
 import os
 import re
@@ -239,30 +237,15 @@ def _endpoint_url(raw: object) -> str:
     return text
 
 
-APPROVER_KEY_BYTES = 32
+RETIRED_APPROVER_KEY = (
+    "AGENT_APPROVER_KEY is retired: each person signs with their own key; list people and their"
+    " keys in AGENT_APPROVERS_FILE (docs/approvers.md)"
+)
 
 
-def approver_key_bytes(text: str) -> bytes | None:
-    """`AGENT_APPROVER_KEY`'s 32 bytes, or None when the text is not 32 bytes in base64."""
-    try:
-        key = base64.b64decode(text.strip(), validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    return key if len(key) == APPROVER_KEY_BYTES else None
-
-
-def _approver_key(raw: object) -> bytes:
-    """The key's bytes, from its base64 text (the environment's) or the bytes themselves."""
-    if isinstance(raw, bytes):
-        key = raw if len(raw) == APPROVER_KEY_BYTES else None
-    else:
-        key = approver_key_bytes(str(raw))
-    if key is None:
-        raise ValueError(
-            f"must be {APPROVER_KEY_BYTES} random bytes in base64 (e.g. `openssl rand -base64"
-            f" {APPROVER_KEY_BYTES}`); the value given is not (not shown)"
-        )
-    return key
+def _retired_approver_key(raw: object) -> None:
+    """The shared key of before: set, it stops every program, pointing to its replacement."""
+    raise ValueError(RETIRED_APPROVER_KEY)
 
 
 def api_key_problem(key: str) -> str | None:
@@ -789,12 +772,38 @@ class Settings(BaseSettings):
         used_by="web",
         secret=True,
     )
-    approver_key: Annotated[bytes | None, BeforeValidator(_optional(_approver_key))] = setting(
+    approvers_file: Annotated[Path | None, BeforeValidator(_optional(_folder))] = setting(
+        "AGENT_APPROVERS_FILE",
+        None,
+        "the people who approve: one `NAME GROUPS KEY` line per key (an OpenSSH Ed25519 public"
+        " key), `NAME GROUPS via:SERVICE` for a signing service, `SERVICE @service KEY`; the"
+        " worker verifies every signed answer with it (docs/approvers.md)",
+        shown="*(none: no signed answers)*",
+        used_by="all",
+        readme=True,
+    )
+    signing_key: Annotated[Path | None, BeforeValidator(_optional(_folder))] = setting(
+        "AGENT_SIGNING_KEY",
+        None,
+        "`starter`'s key: an OpenSSH Ed25519 private key whose public key is a person's in"
+        " AGENT_APPROVERS_FILE (`--key` wins; unset: `~/.ssh/id_ed25519` when the file has it)",
+        shown="*(`~/.ssh/id_ed25519` if listed)*",
+        used_by="starter",
+    )
+    web_signing_key: Annotated[Path | None, BeforeValidator(_optional(_folder))] = setting(
+        "AGENT_WEB_SIGNING_KEY",
+        None,
+        "the web app's signing service key (an OpenSSH Ed25519 private key, its public key an"
+        " `@service` line of AGENT_APPROVERS_FILE): it signs as the signed-in user, for the"
+        " people the file lets",
+        shown="*(none: the web app signs nothing)*",
+        used_by="web",
+    )
+    approver_key: Annotated[None, BeforeValidator(_optional(_retired_approver_key))] = setting(
         "AGENT_APPROVER_KEY",
         None,
-        "32 random bytes in base64, shared by the web app, `starter` and every worker: answers"
-        " are signed with it and a worker refuses one whose signature does not verify",
-        shown="*(none: answers unsigned)*",
+        "retired: set, every program stops (exit 2) pointing to AGENT_APPROVERS_FILE",
+        shown="*(retired)*",
         used_by="all",
         secret=True,
     )
@@ -848,6 +857,7 @@ class Settings(BaseSettings):
                 "state_dir": _resolved(self.state_dir),
                 "mcp_config": _resolved(self.mcp_config),
                 "policy_file": _resolved(self.policy_file),
+                "approvers_file": _resolved(self.approvers_file),
                 "system_prompt": _prompt_text(self.system_prompt),
                 "notify_arguments": self.notify_with_arguments,
             }

@@ -8,6 +8,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from runtime.connect import connect, connect_config, data_converter
@@ -20,6 +21,7 @@ from starter import commands
 from starter.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, cannot_reach, translate
 from starter.grant import cmd_grant
 from starter.output import Output
+from workflows.contract.inputs import tokens_problem
 
 Command = Callable[[commands.Ctx, argparse.Namespace], Awaitable[int]]
 
@@ -46,6 +48,35 @@ def _positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a whole number above 0, got {text}")
     return value
+
+
+def _tokens(text: str) -> int:
+    """A grant's TOKENS, refused in the sentence every door says (`tokens_problem`)."""
+    try:
+        value: object = int(text.strip())
+    except ValueError:
+        value = text
+    problem = tokens_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{problem}, got {text}")
+    assert isinstance(value, int)
+    return value
+
+
+KEY_HELP = (
+    "sign with this OpenSSH Ed25519 private key, a person's own in AGENT_APPROVERS_FILE (default:"
+    " AGENT_SIGNING_KEY, else ~/.ssh/id_ed25519 when the file lists it; none: sent unsigned)"
+)
+
+
+def _signing(parser: argparse.ArgumentParser, who: str) -> None:
+    """`--key` and `--approver`: who signs, and who an unsigned answer names."""
+    parser.add_argument("--key", metavar="FILE", type=Path, help=KEY_HELP)
+    parser.add_argument(
+        "--approver",
+        help=f"who {who} when nothing is signed (default: your OS user); a signed one is the"
+        " key's person's, whatever this says",
+    )
 
 
 def _port(text: str) -> int:
@@ -162,7 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     approve = sub.add_parser("approve", parents=[common], help="approve a pending tool call")
     approve.add_argument("workflow_id")
     approve.add_argument("call_id")
-    approve.add_argument("--approver", help="who approves (default: your OS user)")
+    _signing(approve, "approves")
     approve.add_argument(
         "--remember", action="store_true", help="and always allow this tool in this run"
     )
@@ -175,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     reject.add_argument("workflow_id")
     reject.add_argument("call_id")
     reject.add_argument("--reason", required=True, help="told to the model")
-    reject.add_argument("--approver", help="who rejects (default: your OS user)")
+    _signing(reject, "rejects")
     reject.add_argument(
         "--remember", action="store_true", help="and always deny this tool in this run"
     )
@@ -192,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the answer; for a question that takes several options, one option per TEXT"
         " (otherwise the TEXTs are joined with spaces)",
     )
-    answer.add_argument("--approver", help="who answers (default: your OS user)")
+    _signing(answer, "answers")
     reask = sub.add_parser(
         "reask",
         parents=[common],
@@ -200,15 +231,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reask.add_argument("workflow_id")
     reask.add_argument("call_id")
-    reask.add_argument("--approver", help="who asks again (default: your OS user)")
+    _signing(reask, "asks again")
 
     grant = sub.add_parser(
         "grant", parents=[common], help="more tokens for a run at its budget, or stop it"
     )
     grant.add_argument("workflow_id")
     grant.add_argument(
-        "tokens", nargs="?", type=_positive_int, help="how many tokens to add to its budget"
+        "tokens", nargs="?", type=_tokens, help="how many tokens to add to its budget"
     )
+    grant.add_argument("--key", metavar="FILE", type=Path, help=KEY_HELP)
     grant.add_argument(
         "--stop", action="store_true", help="stop the run at its budget (it finishes `budget`)"
     )
@@ -250,6 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     audit.add_argument("workflow_id")
 
+    sub.add_parser(
+        "approvers",
+        parents=[common],
+        help="the people of AGENT_APPROVERS_FILE, their groups and how each signs; checks every"
+        " key (exit 2 for a bad file)",
+    )
     sub.add_parser("demo", parents=[common], help="the whole story offline, in one command")
 
     codec = sub.add_parser(
@@ -326,6 +364,10 @@ async def amain(argv: Sequence[str] | None = None) -> int:
         from starter.web.server import cmd_add_user
 
         return cmd_add_user(args.name, args.token, args.group)
+    if args.command == "approvers":
+        from starter.approvers_list import cmd_approvers
+
+        return cmd_approvers(out)
     try:
         data_converter()
     except SettingError as err:  # a key or a payload store that cannot be used: say which variable

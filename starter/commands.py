@@ -19,7 +19,6 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from runtime.approver_key import ApproverKey
 from runtime.connect import task_queue
 from starter.audit_table import audit_lines
 from starter.budget_text import used_line
@@ -59,9 +58,9 @@ from starter.render import (
     rule_line,
     visible,
 )
-from starter.signed_answer import as_sent, groups_in_users_file, reopen_as_sent
+from starter.signed_answer import as_sent, reopen_as_sent
 from starter.signed_question import question_as_sent
-from starter.web.auth import UsersFileError
+from starter.signer import terminal_signer
 from workflows import names
 from workflows.contract.arguments import arguments_digest
 from workflows.model import (
@@ -287,8 +286,7 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
         digest = arguments_digest(shown.arguments)
     if args.run_id is not None:  # Temporal itself refuses it for a run started since
         handle = AgentHandle(ctx.client, args.workflow_id, first_execution_run_id=args.run_id)
-    key = ApproverKey.from_env()
-    approver = signing_approver(args.approver) if key is not None else None
+    signer = terminal_signer(args, ctx.out)
     try:
         response = ToolApprovalResponse(
             run_id=run_id,
@@ -296,18 +294,14 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
             call_id=args.call_id,
             approved=approved,
             reason=None if approved else args.reason,
-            approver=approver or args.approver or default_approver(),
+            approver=signer.approver,
             remember=bool(args.remember),
             arguments=arguments,
         )
     except ValidationError as err:
         raise CliError(pin_error(err)) from None
-    if key is not None and approver is not None:  # signed as the OS user, with their groups
-        try:
-            groups = groups_in_users_file(approver)
-        except UsersFileError as err:
-            raise CliError(f"AGENT_WEB_USERS_FILE: {err}", code=EXIT_USAGE) from None
-        response = await as_sent(handle, response, key=key, approver=approver, groups=groups)
+    if signer.key is not None:  # signed as the key's person
+        response = await as_sent(handle, response, key=signer.key, approver=signer.approver)
     try:
         remaining = await handle.answer(response)
     except AnswerNotDelivered as err:
@@ -338,19 +332,6 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
     return EXIT_OK
 
 
-def signing_approver(given: str | None) -> str:
-    """Who signs: the operating-system user (with AGENT_APPROVER_KEY an answer names no one
-    else, so `--approver` may only name that user)."""
-    user = default_approver()
-    if given is not None and given != user:
-        raise CliError(
-            f"--approver {visible(given)}: with AGENT_APPROVER_KEY answers are signed as the"
-            f" operating-system user ({user}); leave --approver out",
-            code=EXIT_USAGE,
-        )
-    return user
-
-
 def pin_error(err: ValidationError) -> str:
     """A bad `--arguments`, `--run-id` or `--sha256`, in one line naming the flag."""
     first = err.errors()[0]
@@ -377,30 +358,24 @@ async def cmd_answer(ctx: Ctx, args: argparse.Namespace) -> int:
         waiting = ", ".join(q.call_id for q in status.pending_questions) or "none"
         raise CliError(
             f"call '{visible(args.call_id)}' is not a question waiting for an answer"
-            f" (waiting: {visible(waiting)})",
-            EXIT_USAGE,
+            f" (waiting: {visible(waiting)})"
         )
     given: str | list[str] = list(args.text) if question.multiple else " ".join(args.text)
-    key = ApproverKey.from_env()
-    signer = signing_approver(args.approver) if key is not None else None
+    signer = terminal_signer(args, ctx.out)
     answer = QuestionAnswer(
         call_id=args.call_id,
         answer=given,
-        approver=signer or args.approver or default_approver(),
+        approver=signer.approver,
         run_id=await handle.first_run_id(status),
     )
-    if key is not None and signer is not None:  # signed as the OS user, with their groups
-        try:
-            groups = groups_in_users_file(signer)
-        except UsersFileError as err:
-            raise CliError(f"AGENT_WEB_USERS_FILE: {err}", code=EXIT_USAGE) from None
-        answer = await question_as_sent(handle, answer, key=key, approver=signer, groups=groups)
+    if signer.key is not None:  # signed as the key's person
+        answer = await question_as_sent(handle, answer, key=signer.key, approver=signer.approver)
     try:
         waiting_now = await handle.submit_answer(answer)
     except AnswerNotDelivered as err:
         raise not_delivered(args.workflow_id, err) from None
     except WorkflowUpdateFailedError as err:
-        raise CliError(f"the answer was refused: {refusal(err)}", EXIT_USAGE) from None
+        raise CliError(f"the answer was refused: {refusal(err)}") from None
     ctx.out.data(
         {
             "workflow_id": args.workflow_id,
@@ -421,24 +396,15 @@ async def cmd_answer(ctx: Ctx, args: argparse.Namespace) -> int:
 
 async def cmd_reask(ctx: Ctx, args: argparse.Namespace) -> int:
     """Ask again for an expired call (`reopen_approval`): it waits with a new deadline. A call
-    that has not expired, or is unknown, is refused with the workflow's reason (exit 2)."""
+    that has not expired, or is unknown, is refused with the workflow's reason (exit 1)."""
     handle = await running_handle(ctx, args.workflow_id, f"ask again for {args.call_id}")
-    key = ApproverKey.from_env()
-    approver = signing_approver(args.approver) if key is not None else None
-    groups: tuple[str, ...] = ()
-    if approver is not None:  # signed as the OS user, with their groups, like an answer
-        try:
-            groups = groups_in_users_file(approver)
-        except UsersFileError as err:
-            raise CliError(f"AGENT_WEB_USERS_FILE: {err}", code=EXIT_USAGE) from None
-    approver = approver or args.approver or default_approver()
-    request = await reopen_as_sent(handle, args.call_id, key=key, approver=approver, groups=groups)
+    signer = terminal_signer(args, ctx.out, "asking again")
+    approver = signer.approver
+    request = await reopen_as_sent(handle, args.call_id, key=signer.key, approver=approver)
     try:
         status = await handle.reopen(request)
     except WorkflowUpdateFailedError as err:
-        raise CliError(
-            f"{visible(args.call_id)} not asked again: {refusal(err)}", code=EXIT_USAGE
-        ) from None
+        raise CliError(f"{visible(args.call_id)} not asked again: {refusal(err)}") from None
     deadline = status.approval_deadline
     ctx.out.data(
         {

@@ -28,7 +28,6 @@ Exit code 0 when every check passes, 1 otherwise.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import shutil
@@ -41,14 +40,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
-from runtime.approver_key import ApproverKey, sign_answer
+from runtime.approvers import openssh_public, parse_approvers
 from runtime.binaries import find_binary
 from runtime.connect import connect, connect_config, data_converter
 from runtime.search_attributes import ensure_search_attributes
 from runtime.shown_commands import temporal_command
+from runtime.signing_key import SigningKey, signed_answer
 from starter.demo_receiver import DemoReceiver, demo_receiver
 from starter.errors import EXIT_ERROR, EXIT_OK
 from starter.follow import follow
@@ -158,8 +159,19 @@ TWO_OF_OPS = ApprovalPolicy(
     ]
 )
 """The rules of run 6: a delete needs two people of `ops`, each with a signed answer."""
-APPROVER_KEY = os.urandom(32)
-"""The demo's own `AGENT_APPROVER_KEY` (its worker holds it too)."""
+DEMO_PEOPLE = {who: Ed25519PrivateKey.generate() for who in ("ana", "ben")}
+"""The demo's two people of `ops`, each with a key of their own."""
+APPROVERS_TEXT = "".join(
+    f"{who} ops {openssh_public(key.public_key()).decode()} {who}@demo\n"
+    for who, key in DEMO_PEOPLE.items()
+)
+"""The demo worker's AGENT_APPROVERS_FILE."""
+
+
+def demo_key(who: str) -> SigningKey:
+    """`who`'s own signing key, as the terminal would load it."""
+    approvers = parse_approvers(APPROVERS_TEXT, Path("approvers"))
+    return SigningKey(DEMO_PEOPLE[who], Path(f"{who}.key"), approvers, person=who)
 
 
 async def _two_of_ops(handle: WorkflowHandle[object, object], calls: list[ToolCall]) -> None:
@@ -168,14 +180,13 @@ async def _two_of_ops(handle: WorkflowHandle[object, object], calls: list[ToolCa
     assert status.run_id is not None
     for call in calls:
         for who in ("ana", "ben"):
-            signed = sign_answer(
-                ApproverKey(APPROVER_KEY),
+            signed = signed_answer(
+                demo_key(who),
                 ToolApprovalResponse(call_id=call.id, approved=True),
+                approver=who,
                 workflow_id=handle.id,
                 run_id=status.run_id,
                 arguments_sha256=arguments_digest(call.arguments),
-                approver=who,
-                groups=["ops"],
             )
             await handle.execute_update(
                 names.UPDATE_SUBMIT_APPROVAL, signed, result_type=list[ToolCall]
@@ -536,8 +547,9 @@ def worker_environ(
         AGENT_WORKSPACE=str(root / "workspace"),
         AGENT_STATE_DIR=str(root / "state"),
         AGENT_SANDBOX=sandbox,
-        AGENT_APPROVER_KEY=base64.b64encode(APPROVER_KEY).decode(),
+        AGENT_APPROVERS_FILE=str(root / "approvers"),
     )
+    (root / "approvers").write_text(APPROVERS_TEXT)
     return environ
 
 

@@ -25,12 +25,12 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from runtime.approver_key import ApproverKey
 from runtime.shown_commands import starter_command
 from starter.errors import refusal
 from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
 from starter.output import Output
 from starter.render import call_text, pin_hint, quorum_text, visible
+from starter.signed_answer import PromptKey as ApproverKey
 from starter.signed_answer import as_sent, groups_in_users_file
 from starter.watch import Ended, Quiet, Restart, Text, watch
 from starter.web.auth import UsersFileError

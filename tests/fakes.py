@@ -122,6 +122,9 @@ class FakeAgentActivities:
     """How long each `notify` attempt takes (heartbeating), e.g. a receiver that is slow."""
     ask_user: bool = False
     """What `worker_setup` says of `ask_user` (the worker's AGENT_ASK_USER)."""
+    setup: dict[str, Any] = field(default_factory=dict)
+    """More of what `worker_setup` says (`WorkerSetup`'s fields: the worker's escalation, token
+    budget, approvers' groups, …)."""
 
     def activities(self) -> list[Callable[..., Any]]:
         @activity.defn(name=names.ACTIVITY_WORKER_SETUP)
@@ -132,6 +135,7 @@ class FakeAgentActivities:
                 context_tokens=self.context_tokens,
                 notify=self.notifies,
                 ask_user=self.ask_user,
+                **self.setup,
             )
 
         @activity.defn(name=names.ACTIVITY_SUMMARIZE)

@@ -35,13 +35,14 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from activities.plugin import AgentPlugin, heartbeat_tuning
-from runtime.approver_key import AnswerVerifier, ApproverKey, sign_answer
 from runtime.connect import data_converter
 from runtime.process import exit_now
 from runtime.search_attributes import ensure_search_attributes
+from runtime.signing_key import signed_answer
 from starter import live
 from tests.fakes import BigTools, FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, wait_until, worker_for
+from tests.people import module_people
 from workflows import names
 from workflows.contract.arguments import arguments_digest
 from workflows.contract.rules import ApprovalPolicy, PolicyRule, WorkerPolicy
@@ -61,9 +62,9 @@ RELEASE = "1.0"
 already in flight replay against them; an existing recording is kept, a new scenario adds a
 file."""
 FAST_HEARTBEATS: dict[str, Any] = dict(heartbeat_tuning())
-RECORDING_KEY = ApproverKey(bytes(range(32)))
-"""The approver key the recording's worker verifies signed votes with; replay never needs it
-(the history holds the worker's verdict)."""
+RECORDING_PEOPLE = module_people({"ana": ["ops"], "ben": ["ops"], "olga": ["oncall"]})
+"""The people whose keys sign the recordings' votes (the recording's worker verifies them with
+their approvers file); replay never needs it (the history holds the worker's verdict)."""
 
 Handle = WorkflowHandle[Any, Any]
 Scenario = Callable[[Client, str], Awaitable[Handle]]
@@ -577,11 +578,12 @@ async def refused_rule(client: Client, queue: str) -> Handle:
 def _signed_vote(
     handle: Handle, run_id: str, who: str, call_id: str, arguments: str, group: str = "ops"
 ) -> dict[str, Any]:
-    """A vote signed with the recording's key (the recording keeps only the worker's verdict)."""
-    response = ToolApprovalResponse(call_id=call_id, approved=True)
-    answer = sign_answer(
-        RECORDING_KEY, response, workflow_id=handle.id, run_id=run_id,
-        arguments_sha256=arguments_digest(arguments), approver=who, groups=[group],
+    """A vote signed with `who`'s own key (the recording keeps only the worker's verdict; their
+    groups are RECORDING_PEOPLE's, `group` is only what the vote claims)."""
+    response = ToolApprovalResponse(call_id=call_id, approved=True, groups=[group])
+    answer = signed_answer(
+        RECORDING_PEOPLE.key(who), response, approver=who, workflow_id=handle.id, run_id=run_id,
+        arguments_sha256=arguments_digest(arguments),
     )  # fmt: skip
     return answer.model_dump(mode="json")
 
@@ -595,9 +597,7 @@ async def quorum(client: Client, queue: str) -> Handle:
     run_input = _prompt(
         AgentRunOptions(approval_policy=ApprovalPolicy.model_validate({"rules": [rule]}))
     )
-    plugin = AgentPlugin(
-        activities=[*fake.activities(), AnswerVerifier(RECORDING_KEY).verify_answer]
-    )
+    plugin = AgentPlugin(activities=[*fake.activities(), RECORDING_PEOPLE.verifier().verify_answer])
     async with Worker(client, task_queue=queue, plugins=[plugin]):
         handle = await start_run(client, queue, run_input)
         st = await wait_for_phase(handle, "awaiting_approval")
@@ -695,9 +695,7 @@ async def escalation_enforced(client: Client, queue: str) -> Handle:
     rule = {"tool": "delete_path", "decision": "ask", "approvers": {"groups": ["ops"]}}
     fake.worker_rules = WorkerPolicy.model_validate({"enforced": [rule]})
     options = AgentRunOptions(approval_escalate_after_seconds=1, approval_escalate_to=["oncall"])
-    plugin = AgentPlugin(
-        activities=[*fake.activities(), AnswerVerifier(RECORDING_KEY).verify_answer]
-    )
+    plugin = AgentPlugin(activities=[*fake.activities(), RECORDING_PEOPLE.verifier().verify_answer])
     async with Worker(client, task_queue=queue, plugins=[plugin]):
         handle = await start_run(client, queue, _prompt(options))
         st = await wait_for_phase(handle, "awaiting_approval")

@@ -6,7 +6,6 @@ JSON body to answer with."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -14,8 +13,8 @@ from temporalio.client import Client, WorkflowQueryFailedError, WorkflowUpdateFa
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from runtime.approver_key import ApproverKey
 from runtime.codec import find_decryption_error
+from runtime.signing_key import SigningKey
 from starter import handle as agent_handle
 from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
 from starter.signed_answer import as_sent, reopen_as_sent
@@ -38,7 +37,8 @@ Answer = tuple[int, dict[str, Any]]
 
 class SignedAction(Protocol):
     """What a person sends with the web app's signature: an answer, a question's answer, a
-    grant, a reopen (each bound to its run and signed as `approver` of `groups`)."""
+    grant, a reopen (each bound to its run and signed for `approver` through the signing
+    service, when the approvers file lets them sign through it)."""
 
     async def __call__(
         self,
@@ -47,8 +47,7 @@ class SignedAction(Protocol):
         body: Any,
         approver: str,
         *,
-        groups: Sequence[str] = (),
-        key: ApproverKey | None = None,
+        key: SigningKey | None = None,
     ) -> Answer: ...
 
 
@@ -144,9 +143,10 @@ async def start_run(client: Client, queue: str, body: Any) -> Answer:
     return 201, {"workflow_id": workflow_id, "run_id": handle.run_id}
 
 
-SET_BY_SERVER = ("approver", "groups", "signed_at", "signature")
+SET_BY_SERVER = ("approver", "groups", "signed_at", "signature", "signed_by")
 """What an answer from the web never names itself: who answers (the signed-in user), their
-groups (the users file's) and the signature (the server's, with AGENT_APPROVER_KEY)."""
+groups (the worker's approvers file has them) and the signature (the server's signing service's,
+AGENT_WEB_SIGNING_KEY)."""
 
 
 def names_the_server(body: dict[str, Any]) -> Answer | None:
@@ -163,19 +163,17 @@ async def answer(
     body: Any,
     approver: str,
     *,
-    groups: Sequence[str] = (),
-    key: ApproverKey | None = None,
+    key: SigningKey | None = None,
 ) -> Answer:
-    """Answer one call as `approver` of `groups`, signed with `key` when the server holds one;
-    the body may not name the approver, groups or signature itself."""
+    """Answer one call as `approver`, signed with `key` (the signing service's) when the server
+    holds one that may sign for them; the body may not name the approver, groups or signature
+    itself."""
     if not isinstance(body, dict):
         return 400, {"error": "the body must be a JSON object (a ToolApprovalResponse)"}
     if (named := names_the_server(body)) is not None:
         return named
     handle = AgentHandle(client, workflow_id, worker_wait=WORKER_WAIT_SECONDS)
     given: dict[str, Any] = {**body, "approver": approver}
-    if groups:
-        given["groups"] = list(groups)
     payload: dict[str, Any] | ToolApprovalResponse = given
     try:
         if key is not None:
@@ -183,7 +181,7 @@ async def answer(
                 response = ToolApprovalResponse.model_validate(body)
             except ValidationError as err:
                 return 400, {"error": f"invalid answer: {describe_validation(err)}"}
-            payload = await as_sent(handle, response, key=key, approver=approver, groups=groups)
+            payload = await as_sent(handle, response, key=key, approver=approver)
         remaining = await handle.answer(payload, patience=WORKER_WAIT_SECONDS)
     except Exception as err:
         return _failure(err, workflow_id)
@@ -196,12 +194,12 @@ async def submit_answer(
     body: Any,
     approver: str,
     *,
-    groups: Sequence[str] = (),
-    key: ApproverKey | None = None,
+    key: SigningKey | None = None,
 ) -> Answer:
-    """Answer a question the model asked (`submit_answer`) as `approver` of `groups`, signed
-    with `key` when the server holds one: `{"call_id": "…", "answer": "…" or ["…"], "run_id"?:
-    "…"}`; the body may not name who answers, their groups or a signature itself."""
+    """Answer a question the model asked (`submit_answer`) as `approver`, signed with `key`
+    when the server holds one that may sign for them: `{"call_id": "…", "answer": "…" or
+    ["…"], "run_id"?: "…"}`; the body may not name who answers, their groups or a signature
+    itself."""
     if not isinstance(body, dict):
         return 400, {"error": 'the body must be a JSON object: {"call_id": "…", "answer": "…"}'}
     if (named := names_the_server(body)) is not None:
@@ -212,7 +210,7 @@ async def submit_answer(
         return 400, {"error": f"invalid answer: {describe_validation(err)}"}
     handle = AgentHandle(client, workflow_id, worker_wait=WORKER_WAIT_SECONDS)
     try:
-        sent = await question_as_sent(handle, answer, key=key, approver=approver, groups=groups)
+        sent = await question_as_sent(handle, answer, key=key, approver=approver)
         waiting = await handle.submit_answer(sent, patience=WORKER_WAIT_SECONDS)
     except Exception as err:
         return _failure(err, workflow_id)
@@ -225,12 +223,11 @@ async def reopen(
     body: Any,
     approver: str,
     *,
-    groups: Sequence[str] = (),
-    key: ApproverKey | None = None,
+    key: SigningKey | None = None,
 ) -> Answer:
-    """Ask again for an expired call as `approver` of `groups` (`reopen_approval`, signed with
-    `key` when the server holds one): `{"call_id": "…"}`; the body may not name who asks. A call
-    that has not expired is refused with the reason (409)."""
+    """Ask again for an expired call as `approver` (`reopen_approval`, signed with `key` when
+    the server holds one that may sign for them): `{"call_id": "…"}`; the body may not name who
+    asks. A call that has not expired is refused with the reason (409)."""
     if not isinstance(body, dict):
         return 400, {"error": 'the body must be a JSON object: {"call_id": "…"}'}
     if (named := names_the_server(body)) is not None:
@@ -243,7 +240,7 @@ async def reopen(
         return 400, {"error": "'call_id' must be a non-empty string"}
     handle = AgentHandle(client, workflow_id, worker_wait=WORKER_WAIT_SECONDS)
     try:
-        request = await reopen_as_sent(handle, call_id, key=key, approver=approver, groups=groups)
+        request = await reopen_as_sent(handle, call_id, key=key, approver=approver)
         status = await handle.reopen(request)
     except Exception as err:
         return _failure(err, workflow_id)

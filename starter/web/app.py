@@ -30,7 +30,7 @@ from starlette.types import ASGIApp
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from runtime.approver_key import ApproverKey
+from runtime.signing_key import SigningKey
 from starter.audit_table import counts_line, dropped_line, tokens_line
 from starter.handle import AgentHandle
 from starter.render import (
@@ -125,6 +125,7 @@ class WebApp:
         *,
         queue: str,
         guard: Guard,
+        signing_key: SigningKey | None = None,
     ) -> None:
         self.client = client
         self.queue = queue
@@ -134,8 +135,9 @@ class WebApp:
         self.run_counts = OpenRunCounts(client)
         self.runs_page_size = RUNS_PAGE_SIZE
         self.throttle = Throttle()
-        self.approver_key = ApproverKey.from_env()
-        """AGENT_APPROVER_KEY: every answer sent from here is signed with it."""
+        self.signing_key = signing_key
+        """AGENT_WEB_SIGNING_KEY, the signing service's key: an answer from a signed-in user the
+        approvers file lets sign through the service is signed with it (others go unsigned)."""
         self.templates = _templates()
 
     # ------------------------------------------------------------ plumbing
@@ -494,17 +496,14 @@ class WebApp:
 
     async def _signed_action(self, request: Request, who: Identity, act: SignedAction) -> Response:
         """One person's answer, grant or reopen from a JSON body: sent as the signed-in user,
-        with that user's groups (none for the local, unauthenticated user), signed when the app
-        holds AGENT_APPROVER_KEY."""
+        signed through the app's signing service when the approvers file lets that user sign
+        through it (never for the local, unauthenticated user); the user's groups are the
+        worker's approvers file's, never sent."""
         body, bad = await self.json_body(request)
         if bad is not None:
             return bad
-        users = self.guard.users
-        groups = users.groups_of(who.user) if users is not None and who.via != "local" else ()
-        code, answer = await act(
-            self.client, workflow_id_of(request), body, who.user,
-            groups=groups, key=self.approver_key,
-        )  # fmt: skip
+        key = self.signing_key if who.via != "local" else None
+        code, answer = await act(self.client, workflow_id_of(request), body, who.user, key=key)
         self.inbox.poke()
         return JSONResponse(answer, status_code=code)
 
@@ -609,8 +608,10 @@ def _next(request: Request, form: dict[str, list[str]] | None = None) -> str:
     return target
 
 
-def build_app(client: Client, *, queue: str, guard: Guard) -> tuple[WebApp, SecurityHeaders]:
-    web = WebApp(client, queue=queue, guard=guard)
+def build_app(
+    client: Client, *, queue: str, guard: Guard, signing_key: SigningKey | None = None
+) -> tuple[WebApp, SecurityHeaders]:
+    web = WebApp(client, queue=queue, guard=guard, signing_key=signing_key)
     return web, web.asgi()
 
 

@@ -13,9 +13,12 @@ from pathlib import Path
 import uvicorn
 from temporalio.client import Client
 
+from runtime.approvers import load_approvers
 from runtime.connect import connect, connect_config, task_queue
+from runtime.setting_error import SettingError
 from runtime.settings import Settings
 from runtime.shown_commands import starter_command
+from runtime.signing_key import SigningKey
 from starter.codec_server import listen
 from starter.errors import cannot_reach
 from starter.follow import default_approver
@@ -59,6 +62,39 @@ def make_guard(host: str, settings: Settings) -> Guard:
     return Guard(signer, users, default_approver(), ended)
 
 
+def web_signing(settings: Settings, local: bool) -> tuple[SigningKey | None, str]:
+    """The web app's signing service (AGENT_WEB_SIGNING_KEY) and the line `starter web` says at
+    start: whether it signs, and for whom. A key that cannot be used: StartError."""
+    path = settings.web_signing_key
+    unsigned = "answers from here go unsigned (taken only where no approver rule applies)"
+    if path is None:
+        return None, f"signs nothing: AGENT_WEB_SIGNING_KEY is not set, so {unsigned}"
+    if settings.approvers_file is None:
+        raise StartError(
+            f"AGENT_WEB_SIGNING_KEY {path}: AGENT_APPROVERS_FILE is not set, and the web app reads"
+            " it to know for whom its signing service may sign"
+        )
+    try:
+        approvers = load_approvers(settings.approvers_file)
+        key = SigningKey.load(path, approvers, what="AGENT_WEB_SIGNING_KEY")
+    except SettingError as err:
+        raise StartError(str(err)) from None
+    if key.service is None:
+        raise StartError(
+            f"AGENT_WEB_SIGNING_KEY {path} is {key.person}'s own key: the web app signs with a"
+            f" signing service's key (a `SERVICE @service KEY` line of {approvers.path})"
+        )
+    if local:
+        return None, f"signs nothing in local mode (no sign-in), so {unsigned}"
+    people = approvers.signs_through(key.service)
+    if not people:
+        return key, (
+            f"signs through {key.service} for no one (no `NAME GROUPS via:{key.service}` line in"
+            f" {approvers.path}), so {unsigned}"
+        )
+    return key, f"signs through {key.service} for {', '.join(people)}; others' answers go unsigned"
+
+
 def ended_sessions_file(users_file: Path) -> Path:
     """Where the sessions signed out before they expired are kept: beside the users file."""
     return users_file.with_name(users_file.name + ".ended-sessions")
@@ -67,7 +103,9 @@ def ended_sessions_file(users_file: Path) -> Path:
 async def serve(host: str, port: int, client: Client | None = None) -> int:
     """Serve until SIGINT or SIGTERM; returns the exit code."""
     try:
-        guard = make_guard(host, Settings.read())
+        settings = Settings.read()
+        guard = make_guard(host, settings)
+        signing_key, signing_line = web_signing(settings, guard.local)
     except StartError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return EXIT_USAGE
@@ -79,7 +117,7 @@ async def serve(host: str, port: int, client: Client | None = None) -> int:
             address, namespace = str(config.get("target_host")), str(config.get("namespace"))
             print(f"error: {cannot_reach(address, namespace, err).message}", file=sys.stderr)
             return EXIT_ERROR
-    _web, app = build_app(client, queue=task_queue(), guard=guard)
+    _web, app = build_app(client, queue=task_queue(), guard=guard, signing_key=signing_key)
     try:
         sock = listen(host, port)
     except OSError as err:
@@ -96,6 +134,7 @@ async def serve(host: str, port: int, client: Client | None = None) -> int:
     shown_host = f"[{host}]" if ":" in host else host
     mode = "local mode, no sign-in" if guard.local else f"sign-in with {ENV_USERS_FILE}"
     print(f"approval inbox at http://{shown_host}:{sock.getsockname()[1]}/ ({mode})", flush=True)
+    print(f"web: {signing_line}", flush=True)
     await server.serve(sockets=[sock])
     return EXIT_OK
 

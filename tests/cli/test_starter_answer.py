@@ -1,19 +1,17 @@
 """`python -m starter answer W CALL TEXT` as a real process, against the session dev server and a
 worker with the real activities and the scripted model: the model's question (`ask_user`) shown
 by `pending` and `watch`, answered from the command line, the answer reaching the model as the
-tool's result; refusals exit 2 with one line and change nothing; the audit says who answered."""
+tool's result; refusals exit 1 with one line and change nothing; the audit says who answered."""
 
 from __future__ import annotations
 
-import base64
-import getpass
 import json
-import os
 from pathlib import Path
 
 from tests.cli import test_starter, test_starter_signed
 from tests.cli.test_starter import Agent, new_id
 from tests.helpers import events, of_type, status, wait_for_phase
+from tests.people import ssh_keygen
 
 agent = test_starter.agent  # the fixture: a worker with the real activities, the scripted model
 
@@ -39,11 +37,11 @@ async def test_a_question_is_listed_answered_and_read_by_the_model(agent: Agent)
     assert f"answer {workflow_id} call_1 TEXT" in pending.stdout
 
     wrong = await agent.cli("answer", workflow_id, "call_1", "green")
-    assert wrong.code == 2, wrong
+    assert wrong.code == 1, wrong
     assert "'green' is not one of the options: tmp, logs" in wrong.stderr
     assert len(wrong.stderr.strip().splitlines()) == 1
     unknown = await agent.cli("answer", workflow_id, "call_7", "tmp")
-    assert unknown.code == 2, unknown
+    assert unknown.code == 1, unknown
     assert "call 'call_7' is not a question waiting for an answer (waiting: call_1)" in (
         unknown.stderr
     )
@@ -95,33 +93,23 @@ async def test_ask_user_is_not_offered_without_the_option(agent: Agent) -> None:
     assert "I would use the ask_user tool for that, but it is not available" in started.stdout
 
 
-keyed = test_starter_signed.keyed  # the fixture: a worker holding AGENT_APPROVER_KEY
+keyed = test_starter_signed.keyed  # the fixture: a worker with an approvers file
 
 
-async def test_answer_signs_as_the_os_user_and_another_key_is_refused(
-    keyed: Agent, tmp_path: Path
+async def test_answer_signs_with_the_persons_key_and_another_key_is_refused(
+    keyed: test_starter_signed.Keyed, tmp_path: Path
 ) -> None:
-    me = getpass.getuser()
-    users = tmp_path / "users"
-    code, _, err = await test_starter_signed.add_user(keyed, users, me, "--group", "ops")
-    assert code == 0, err
-    workflow_id = await asking(keyed)
-    other = base64.b64encode(os.urandom(32)).decode()
-    forged = await keyed.cli(
-        "answer", workflow_id, "call_1", "tmp",
-        AGENT_APPROVER_KEY=other, AGENT_WEB_USERS_FILE=str(users),
-    )  # fmt: skip
-    assert forged.code == 2 and "its signature does not verify" in forged.stderr, forged
+    workflow_id = await asking(keyed.agent)
+    stranger = ssh_keygen(tmp_path / "stranger")
+    unknown = await keyed.cli("answer", workflow_id, "call_1", "tmp", "--key", str(stranger))
+    assert unknown.code == 2 and "is not in AGENT_APPROVERS_FILE" in unknown.stderr, unknown
+    ann = str(keyed.people.key_files["ann"])
     someone = await keyed.cli(
-        "answer", workflow_id, "call_1", "tmp", "--approver", "mallory",
-        AGENT_APPROVER_KEY=test_starter_signed.KEY_TEXT,
-    )  # fmt: skip
-    assert someone.code == 2 and "signed as the operating-system user" in someone.stderr
-    taken = await keyed.cli(
-        "answer", workflow_id, "call_1", "tmp",
-        AGENT_APPROVER_KEY=test_starter_signed.KEY_TEXT, AGENT_WEB_USERS_FILE=str(users),
-    )  # fmt: skip
+        "answer", workflow_id, "call_1", "tmp", "--approver", "mallory", "--key", ann
+    )
+    assert someone.code == 2 and "which is ann's key" in someone.stderr, someone
+    taken = await keyed.cli("answer", workflow_id, "call_1", "tmp", "--key", ann, USER="ben")
     assert taken.code == 0, taken
-    await keyed.handle(workflow_id).result()
-    [answer] = of_type(await events(keyed.handle(workflow_id)), "answer")
-    assert answer.approver == me and answer.groups == ["ops"]
+    await keyed.agent.handle(workflow_id).result()
+    [answer] = of_type(await events(keyed.agent.handle(workflow_id)), "answer")
+    assert answer.approver == "ann" and answer.groups == ["ops"]

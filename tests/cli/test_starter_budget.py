@@ -7,10 +7,8 @@ run's options cannot raise, and grants refused with a clear reason that change n
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import getpass
-import os
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -20,10 +18,10 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from runtime.settings import Settings
-from starter.web.auth import add_user
 from tests.cli.test_starter import Agent
-from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, tool_calls
+from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, text, tool_calls
 from tests.helpers import events, of_type, status, wait_for_phase
+from tests.people import make_people
 from worker import run_worker
 from workflows import names
 from workflows.model import AgentRunInput, AgentRunOptions, AgentRunResult, BudgetStatus
@@ -135,6 +133,32 @@ async def test_the_run_pauses_at_its_budget_and_a_grant_lets_it_go_on(
     assert "budget" in line and "granted" in line and '{"tokens": 100}' in line
 
 
+async def test_a_model_that_reports_no_usage_is_counted_by_estimate_and_said_once(
+    agent: tuple[Agent, FakeOpenAIServer],
+) -> None:
+    """A model server that reports no token usage: the run's budget counts an estimate (the
+    size of the request and the reply), so a run with `max_run_tokens: 100` still pauses at
+    its budget; one warning says so, however many replies follow without usage."""
+    cli, fake = agent
+    unreported = dataclasses.replace(
+        tool_calls(("call_1", "list_dir", '{"path": "."}')), usage=None
+    )
+    fake.enqueue(unreported, dataclasses.replace(text("Listed."), usage=None))
+    handle = await start(cli, "list", max_run_tokens=100)
+    paused = await wait_for_phase(handle, "budget_exhausted")
+    assert paused.budget is not None and paused.budget.used >= 100, paused.budget
+    assert fake.request_count == 1
+    granted = await cli.cli("grant", handle.id, "100000")
+    assert granted.code == 0, granted
+    result = await handle.result()
+    assert result.finish_reason == "stop" and fake.request_count == 2
+    warnings = [w.message for w in of_type(await events(handle), "warning")]
+    assert len([w for w in warnings if "reports no token usage" in w]) == 1, warnings
+    assert warnings[0].startswith(
+        "the model server reports no token usage: the token budget counts an estimate instead"
+    )
+
+
 async def test_stop_run_finishes_it_with_reason_budget(
     agent: tuple[Agent, FakeOpenAIServer],
 ) -> None:
@@ -167,7 +191,7 @@ async def test_bad_grants_are_refused_with_why_and_change_nothing(
     no_budget = await start(cli, "Please delete the logs folder")
     await wait_for_phase(no_budget, "awaiting_approval")
     refused = await cli.cli("grant", no_budget.id, "100")
-    assert refused.code == 2, refused
+    assert refused.code == 1, refused
     assert refused.stderr.strip().splitlines() == [
         "error: the workflow refused the grant: this run has no token budget"
         " (options.max_run_tokens, AGENT_MAX_RUN_TOKENS)"
@@ -179,11 +203,13 @@ async def test_bad_grants_are_refused_with_why_and_change_nothing(
     roomy = await start(cli, "Please delete the logs folder", max_run_tokens=10_000)
     await wait_for_phase(roomy, "awaiting_approval")
     not_yet = await cli.cli("grant", roomy.id, "--stop")
-    assert not_yet.code == 2, not_yet
+    assert not_yet.code == 1, not_yet
     assert "the run is not at its token budget (used 18 of 10000 tokens)" in not_yet.stderr
     for bad in (["0"], ["-5"], ["many"], [], ["10", "--stop"]):
         result = await cli.cli("grant", roomy.id, *bad)
         assert result.code == 2, (bad, result)
+        if bad and bad[0] in ("0", "-5", "many"):
+            assert f"tokens must be a whole number from 1, got {bad[0]}" in result.stderr
     after = await status(roomy)
     assert after.phase == "awaiting_approval"
     assert after.budget is not None and after.budget.limit == 10_000
@@ -214,33 +240,36 @@ async def test_the_worker_cap_is_not_raised_by_the_run(client: Client, tmp_path:
         await lower.terminate("test over")
 
 
-async def test_grant_with_the_key_is_signed_as_the_os_user_of_the_budget_group(
+async def test_a_grant_is_signed_with_the_persons_own_key_of_the_budget_group(
     client: Client, tmp_path: Path
 ) -> None:
-    raw = os.urandom(32)
-    key = base64.b64encode(raw).decode()
-    users = tmp_path / "users"
-    add_user(users, getpass.getuser(), "pw", with_token=False, groups=["ops"])
-    async with budget_worker(client, tmp_path, approver_key=raw, budget_groups=("ops",)) as (
-        cli,
-        fake,
-    ):
+    people = make_people(tmp_path / "people", {"olga": ["ops"], "dave": ["dev"]}, keygen=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    file = str(people.path)
+    async with budget_worker(
+        client, tmp_path, approvers_file=people.path, budget_groups=("ops",)
+    ) as (cli, fake):
         listing(fake)
         handle = await start(cli, "list", max_run_tokens=5)
         await wait_for_phase(handle, "budget_exhausted")
-        unsigned = await cli.cli("grant", handle.id, "50")  # no key: no groups, not signed
-        assert unsigned.code == 2 and "only ops may grant tokens" in unsigned.stderr, unsigned
-        dev = tmp_path / "dev-users"
-        add_user(dev, getpass.getuser(), "pw", with_token=False, groups=["dev"])
+        unsigned = await cli.cli(  # no key: not signed, whoever USER says
+            "grant", handle.id, "50", USER="olga", AGENT_APPROVERS_FILE=file, HOME=str(home)
+        )
+        assert unsigned.code == 1 and "only ops may grant tokens" in unsigned.stderr, unsigned
+        assert "the grant goes unsigned" in unsigned.stdout
+        dave = str(people.key_files["dave"])
         elsewhere = await cli.cli(
-            "grant", handle.id, "50", AGENT_APPROVER_KEY=key, AGENT_WEB_USERS_FILE=str(dev)
+            "grant", handle.id, "50", "--key", dave, AGENT_APPROVERS_FILE=file, HOME=str(home)
         )
-        assert elsewhere.code == 2 and "only ops may grant tokens" in elsewhere.stderr, elsewhere
+        assert elsewhere.code == 1 and "only ops may grant tokens" in elsewhere.stderr, elsewhere
         assert (await status(handle)).budget == BudgetStatus(used=18, limit=5)
+        olga = str(people.key_files["olga"])
         signed = await cli.cli(
-            "grant", handle.id, "50", AGENT_APPROVER_KEY=key, AGENT_WEB_USERS_FILE=str(users)
-        )
+            "grant", handle.id, "50", "--key", olga, USER="dave", AGENT_APPROVERS_FILE=file,
+            HOME=str(home),
+        )  # fmt: skip
         assert signed.code == 0, signed
         assert (await handle.result()).finish_reason == "stop"
         (granted,) = of_type(await events(handle), "budget_granted")
-        assert granted.approver == getpass.getuser() and granted.tokens == 50
+        assert granted.approver == "olga" and granted.tokens == 50

@@ -1,22 +1,21 @@
 """`starter reask W CALL` through the real CLI (a subprocess) against a real worker: an expired
 call is asked again (a new deadline, `approval_reopened` naming who asked), `pending` says how to
 ask again, the audit lists the expiry and the asking again; a call that has not expired, or an
-unknown one, is refused with the workflow's reason in one line (exit 2)."""
+unknown one, is refused with the workflow's reason in one line (exit 1)."""
 
 from __future__ import annotations
 
-import getpass
 from typing import Any
 
 from temporalio.client import WorkflowHandle
 
 from tests.cli import test_starter, test_starter_signed
 from tests.cli.test_starter import Agent, new_id
-from tests.cli.test_starter_signed import KEY_TEXT
+from tests.cli.test_starter_signed import Keyed
 from tests.helpers import events, of_type, wait_for_phase, wait_until
 
 agent = test_starter.agent  # the fixture: a worker with the real activities, the scripted model
-keyed = test_starter_signed.keyed  # the same, holding the approver key
+keyed = test_starter_signed.keyed  # a worker with an approvers file
 
 PROMPT = "Please delete the logs folder"  # list_dir runs, then delete_path (call_2) waits
 
@@ -67,41 +66,39 @@ async def test_reask_of_a_waiting_or_unknown_call_is_refused(agent: Agent) -> No
     await wait_for_phase(handle, "awaiting_approval")
 
     waiting = await agent.cli("reask", workflow_id, "call_2")
-    assert waiting.code == 2, waiting
+    assert waiting.code == 1, waiting
     assert waiting.stderr.strip().splitlines() == [
         "error: call_2 not asked again: call 'call_2' has not expired: it is waiting for an"
         " answer (only an expired call can be asked again)"
     ]
     unknown = await agent.cli("reask", workflow_id, "call_9")
-    assert unknown.code == 2, unknown
+    assert unknown.code == 1, unknown
     assert "unknown call id 'call_9' (waiting: call_2)" in unknown.stderr
     assert not of_type(await events(handle), "approval_reopened")
     await agent.cli("cancel", workflow_id)
     assert (await handle.result()).finish_reason == "cancelled"
 
 
-async def test_reask_with_the_approver_key_is_signed_and_verified(keyed: Agent) -> None:
-    """With AGENT_APPROVER_KEY `reask` is signed as the operating-system user, like an answer,
-    and the worker (holding the same key) verifies it before the call waits again."""
-    me = getpass.getuser()
+async def test_reask_is_signed_with_the_persons_key_and_verified(keyed: Keyed) -> None:
+    """`reask` is signed with the person's own key, like an answer, and the worker (reading the
+    same approvers file) verifies it before the call waits again."""
     workflow_id = new_id()
     started = await keyed.cli(
         "run", "--no-follow", "--id", workflow_id, "--approval-timeout", "0.5", PROMPT
     )
     assert started.code == 0, started
-    handle = keyed.handle(workflow_id)
+    handle = keyed.agent.handle(workflow_id)
     await wait_for_phase(handle, "approval_expired")
-    other = await keyed.cli(
-        "reask", workflow_id, "call_2", "--approver", "mallory", AGENT_APPROVER_KEY=KEY_TEXT
-    )
-    assert other.code == 2, other  # signed answers name the OS user only
-    asked = await keyed.cli("reask", workflow_id, "call_2", AGENT_APPROVER_KEY=KEY_TEXT)
+    ann = str(keyed.people.key_files["ann"])
+    other = await keyed.cli("reask", workflow_id, "call_2", "--approver", "mallory", "--key", ann)
+    assert other.code == 2, other  # a signed request names the key's person only
+    asked = await keyed.cli("reask", workflow_id, "call_2", "--key", ann, USER="mallory")
     assert asked.code == 0, asked
-    assert f"call_2 asked again by {me}" in asked.stdout
+    assert "call_2 asked again by ann" in asked.stdout
     [reopened] = of_type(await events(handle), "approval_reopened")
-    assert reopened.approver == me
-    [sent] = await reopens_sent(keyed, workflow_id)
-    assert sent["approver"] == me and sent["signature"] and sent["signed_at"]
+    assert reopened.approver == "ann"
+    [sent] = await reopens_sent(keyed.agent, workflow_id)
+    assert sent["approver"] == "ann" and sent["signature"] and sent["signed_at"]
     await keyed.cli("cancel", workflow_id)
     assert (await handle.result()).finish_reason == "cancelled"
 

@@ -1,7 +1,8 @@
 """A rule of `AGENT_POLICY_FILE` that can never match stops the worker's start in one line
 (exit 2), checked once every tool is known: the real `python worker.py`, with the real
-`mcp-server-time` for rules about an MCP server's tools. A path the worker may not look at
-(started as another user) never stops it."""
+`mcp-server-time` for rules about an MCP server's tools. So does an enforced approver rule no one
+in AGENT_APPROVERS_FILE could meet, a bad line of that file, and the retired AGENT_APPROVER_KEY;
+a path the worker may not look at (started as another user) never does."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pytest
 
 from activities.plugin import AgentPlugin
 from runtime.settings import Settings
+from tests.people import make_people
 from tests.reliability.processes import ROOT
 
 BIN = Path(sys.executable).parent
@@ -93,6 +95,62 @@ def test_a_dead_rule_stops_the_worker_with_one_line(tmp_path, rules, why):
     assert done.returncode == 2, done.stderr
     assert said(done) == [f"worker: AGENT_POLICY_FILE {policy}: {why}; not starting"]
     assert "worker ready" not in done.stdout
+
+
+def approver_rule(groups: list[str], count: int = 1) -> dict[str, Any]:
+    rule = {
+        "tool": "delete_path",
+        "decision": "ask",
+        "approvers": {"groups": groups, "count": count},
+    }
+    return {"enforced": [rule]}
+
+
+@pytest.mark.parametrize(
+    ("rules", "why"),
+    [
+        (
+            approver_rule(["opps"]),
+            "rule 0 (enforced, delete_path) asks opps to approve, and no one in the approvers"
+            " file is in it",
+        ),
+        (
+            approver_rule(["ops"], count=3),
+            "rule 0 (enforced, delete_path) asks 3 people of ops, and the approvers file has 2",
+        ),
+    ],
+)
+def test_an_enforced_rule_no_one_could_meet_stops_the_worker(tmp_path, rules, why):
+    people = make_people(tmp_path / "people", {"ann": ["ops"], "ben": ["ops", "dev"]})
+    done = start_worker_process(tmp_path, rules, AGENT_APPROVERS_FILE=str(people.path))
+    assert done.returncode == 2, done.stderr
+    assert said(done) == [
+        f"worker: AGENT_POLICY_FILE {tmp_path / 'policy.json'}: {why} (AGENT_APPROVERS_FILE"
+        f" {people.path}); not starting"
+    ]
+    without = start_worker_process(tmp_path, approver_rule(["ops"]))
+    assert without.returncode == 2, without.stderr
+    assert said(without)[-1].endswith(
+        "a rule names approvers, whose signed answers the worker verifies with their keys: set"
+        " AGENT_APPROVERS_FILE; not starting"
+    )
+
+
+def test_a_bad_approvers_line_or_the_retired_key_stops_the_worker(tmp_path):
+    people = make_people(tmp_path / "people", {"ann": ["ops"]})
+    people.path.write_text(people.path.read_text() + "ben ops via:web\n")
+    done = start_worker_process(tmp_path, {}, AGENT_APPROVERS_FILE=str(people.path))
+    assert done.returncode == 2, done.stderr
+    assert said(done) == [
+        "worker: AGENT_APPROVERS_FILE line 3: via:web names no signing service (a `web @service"
+        " KEY` line); not starting"
+    ]
+    retired = start_worker_process(tmp_path, {}, AGENT_APPROVER_KEY="c2VjcmV0")
+    assert retired.returncode == 2, retired.stderr
+    assert said(retired) == [
+        "worker: AGENT_APPROVER_KEY is retired: each person signs with their own key; list people"
+        " and their keys in AGENT_APPROVERS_FILE (docs/approvers.md)"
+    ]
 
 
 @pytest.mark.skipif(

@@ -1,7 +1,8 @@
 """What the real `python worker.py` says at start: one warning line for each `AGENT_*`/`LLM_*`
 variable that is no setting, naming the nearest one (a misspelt setting used to start the worker
 silently without it), and a ready line that says what is on: the policy file and its rule count,
-encryption, notifications (where to, no secret), escalation and the budget's groups."""
+encryption, notifications (where to, no secret), escalation, the budget's groups and the approvers
+file with its number of people."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from tests.people import make_people
 from tests.reliability.processes import start_worker, stopping, worker_env
 
 TOKEN = "T0KEN-9d1c7e"
@@ -79,6 +81,9 @@ async def test_the_ready_line_says_what_is_on(
         AGENT_ESCALATE_AFTER_SECONDS="300",
         AGENT_ESCALATE_TO="ops, leads",
         AGENT_BUDGET_GROUPS="finance,ops",
+        AGENT_APPROVERS_FILE=str(
+            make_people(tmp_path / "people", {"ann": ["ops"], "ben": []}).path
+        ),
     )
     worker = await start_worker("all-on", env, tmp_path / "logs")
     with stopping(worker):
@@ -90,6 +95,7 @@ async def test_the_ready_line_says_what_is_on(
     assert ready.endswith(
         " policy=none encryption=on notifications=on(https://hooks.example:8443)"
         " escalation=after 300s to ops,leads budget_groups=finance,ops"
+        f" approvers={tmp_path / 'people' / 'approvers'}(2 people)"
     ), ready
 
 
@@ -101,5 +107,5 @@ async def test_the_ready_line_of_a_worker_with_nothing_on(
         ready = worker.output()[-1]
     assert ready.endswith(
         " sandbox=none policy=none encryption=off notifications=off escalation=off"
-        " budget_groups=any"
+        " budget_groups=any approvers=none"
     ), ready

@@ -9,7 +9,9 @@ from pathlib import Path
 from runtime.settings import Settings
 from worker import switched_on
 
-NOTHING = "policy=none encryption=off notifications=off escalation=off budget_groups=any"
+NOTHING = (
+    "policy=none encryption=off notifications=off escalation=off budget_groups=any approvers=none"
+)
 
 
 def settings(**values: object) -> Settings:
@@ -42,7 +44,13 @@ def test_escalation_and_budget_groups():
     other_half = settings(escalate_to=("ops",))
     assert " escalation=after (run's) to ops " in switched_on(other_half, 0)
     groups = settings(budget_groups=("finance", "ops"))
-    assert switched_on(groups, 0).endswith(" budget_groups=finance,ops")
+    assert switched_on(groups, 0).endswith(" budget_groups=finance,ops approvers=none")
+
+
+def test_the_approvers_file_and_its_people_are_counted(tmp_path: Path):
+    with_file = settings(approvers_file=tmp_path / "approvers")
+    assert switched_on(with_file, 0, 3).endswith(f" approvers={tmp_path / 'approvers'}(3 people)")
+    assert switched_on(with_file, 0, 1).endswith("(1 person)")
 
 
 def test_encryption_is_on_with_a_key_or_keys():

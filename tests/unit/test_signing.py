@@ -1,20 +1,21 @@
-"""Signed answers: the canonical bytes, the key, the answer's fields, the users file's groups."""
+"""Signed answers: the canonical bytes, a person's key, the answer's fields, the retired shared
+key, the users file's groups (which carry no authority now)."""
 
 from __future__ import annotations
 
 import base64
 import dataclasses
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from runtime.approver_key import DOES_NOT_VERIFY, NO_KEY, AnswerVerifier, ApproverKey
-from runtime.approver_key import sign_answer as sign
+from runtime.approvers import DOES_NOT_VERIFY, NO_FILE, AnswerVerifier
 from runtime.settings import BadSetting, Settings
+from runtime.signing_key import signed_answer
 from starter.web.auth import UsersFile, UsersFileError, add_user, parse_users, user_line
+from tests.people import module_people
 from workflows.model import ApprovalEvent, ApprovalRecord, ToolApprovalResponse
 from workflows.people.signatures import (
     SignedFields,
@@ -26,7 +27,6 @@ from workflows.people.signatures import (
 
 FIELDS = SignedFields(
     approver="alice",
-    groups=("ops", "dev"),
     workflow_id="agent-1",
     run_id="run-1",
     call_id="c1",
@@ -34,36 +34,42 @@ FIELDS = SignedFields(
     decision="approve",
     signed_at="2026-12-02T14:00:00.000000Z",
 )
-KEY = ApproverKey(os.urandom(32))
+PEOPLE = module_people({"alice": ["ops", "dev"], "bob": ["ops"]}, via={"web": ["alice"]})
+KEY = PEOPLE.key("alice")
 DIGEST = "b" * 64
 
 
-def test_the_canonical_bytes_are_fixed_and_groups_have_one_order():
+def verifies(fields: SignedFields, signature: str) -> bool:
+    request = VerifyRequest(**dataclasses.asdict(fields), signature=signature)
+    return PEOPLE.approvers.verify(request).valid
+
+
+def test_the_canonical_bytes_are_fixed_and_name_no_groups():
     assert canonical_bytes(FIELDS) == (
-        b'["agent-answer-1","alice",["dev","ops"],"agent-1","run-1","c1",'
-        + b'"' + b"a" * 64 + b'","approve","2026-12-02T14:00:00.000000Z"]'
+        b'["agent-decision-2","alice","agent-1","run-1","c1",'
+        + b'"' + b"a" * 64 + b'","approve","2026-12-02T14:00:00.000000Z",""]'
     )  # fmt: skip
-    shuffled = dataclasses.replace(FIELDS, groups=("dev", "ops", "dev"))
-    assert canonical_bytes(shuffled) == canonical_bytes(FIELDS)
+    through = dataclasses.replace(FIELDS, signed_by="web")
+    assert canonical_bytes(through).endswith(b',"web"]')
 
 
 @pytest.mark.parametrize(
     ("name", "value"),
     [
-        ("approver", "mallory"),
-        ("groups", ("ops", "dev", "admin")),
+        ("approver", "bob"),
         ("workflow_id", "agent-2"),
         ("run_id", "run-2"),
         ("call_id", "c2"),
         ("arguments_sha256", "c" * 64),
         ("decision", "reject"),
         ("signed_at", "2026-12-02T14:00:01.000000Z"),
+        ("signed_by", "web"),
     ],
 )
 def test_a_signature_covers_every_field(name, value):
     signature = KEY.sign(FIELDS)
-    assert KEY.verifies(FIELDS, signature)
-    assert not KEY.verifies(dataclasses.replace(FIELDS, **{name: value}), signature)
+    assert verifies(FIELDS, signature)
+    assert not verifies(dataclasses.replace(FIELDS, **{name: value}), signature)
 
 
 def test_the_decision_is_a_string_any_answer_can_use():
@@ -72,8 +78,8 @@ def test_the_decision_is_a_string_any_answer_can_use():
     assert KEY.sign(as_answer) != KEY.sign(FIELDS)
 
 
-def test_another_key_does_not_verify():
-    assert not ApproverKey(os.urandom(32)).verifies(FIELDS, KEY.sign(FIELDS))
+def test_another_persons_key_does_not_verify():
+    assert not verifies(FIELDS, PEOPLE.key("bob").sign(FIELDS))
 
 
 def test_signed_at_is_iso_utc_with_z():
@@ -81,28 +87,35 @@ def test_signed_at_is_iso_utc_with_z():
     assert signed_at_text(moment) == "2026-12-02T14:00:00.000005Z"
 
 
-def test_sign_answer_binds_the_answer_and_its_json_carries_the_signature():
-    response = ToolApprovalResponse(call_id="c1", approved=True)
+def test_a_signed_answer_binds_the_answer_and_its_json_carries_the_signature():
+    response = ToolApprovalResponse(call_id="c1", approved=True, groups=["admin"])
     now = datetime(2026, 12, 2, 14, tzinfo=UTC)
-    signed = sign(
+    signed = signed_answer(
         KEY,
         response,
+        approver="alice",
         workflow_id="agent-1",
         run_id="run-1",
         arguments_sha256=DIGEST,
-        approver="alice",
-        groups=["ops", "dev"],
         now=now,
     )
     data = signed.model_dump(mode="json")
-    assert data["approver"] == "alice" and data["groups"] == ["dev", "ops"]
+    assert data["approver"] == "alice" and "groups" not in data and "signed_by" not in data
     assert data["run_id"] == "run-1" and data["arguments_sha256"] == DIGEST
     assert data["signed_at"] == "2026-12-02T14:00:00.000000Z"
-    assert len(base64.b64decode(data["signature"])) == 32
+    assert len(base64.b64decode(data["signature"])) == 64
     assert ToolApprovalResponse.model_validate(data) == signed
-    fields = SignedFields("alice", ("dev", "ops"), "agent-1", "run-1", "c1", DIGEST, "approve",
-                          data["signed_at"])  # fmt: skip
-    assert KEY.verifies(fields, data["signature"])
+    fields = SignedFields("alice", "agent-1", "run-1", "c1", DIGEST, "approve", data["signed_at"])
+    assert verifies(fields, data["signature"])
+    through = signed_answer(
+        PEOPLE.key("web"), response, approver="alice", workflow_id="agent-1", run_id="run-1",
+        arguments_sha256=DIGEST, now=now,
+    ).model_dump(mode="json")  # fmt: skip
+    assert through["signed_by"] == "web"
+    assert verifies(dataclasses.replace(fields, signed_by="web"), through["signature"])
+    with pytest.raises(ValueError, match="does not sign for bob"):
+        signed_answer(PEOPLE.key("web"), response, approver="bob", workflow_id="agent-1",
+                      run_id="run-1", arguments_sha256=DIGEST)  # fmt: skip
 
 
 def test_an_unsigned_answer_reads_as_before():
@@ -122,10 +135,14 @@ def test_an_unsigned_answer_reads_as_before():
 @pytest.mark.parametrize(
     ("given", "why"),
     [
-        ({"signature": "A" * 43 + "="}, "a signature needs signed_at and approver"),
+        ({"signature": "A" * 86 + "=="}, "a signature needs signed_at and approver"),
         ({"signed_at": "2026-12-02T14:00:00Z"}, "signed_at is only taken with a signature"),
         ({"signature": "not base64", "signed_at": "2026-12-02T14:00:00Z"}, "signature"),
-        ({"signature": "A" * 43 + "=", "signed_at": "yesterday"}, "signed_at"),
+        ({"signature": "A" * 86 + "==", "signed_at": "yesterday"}, "signed_at"),
+        (
+            {"signature": "A" * 86 + "==", "signed_at": "2026-12-02T14:00:00Z", "signed_by": "a b"},
+            "signed_by",
+        ),
         ({"groups": ["ops", "no spaces"]}, "groups"),
     ],
 )
@@ -137,39 +154,37 @@ def test_a_malformed_signed_answer_is_refused(given, why):
 
 
 async def test_the_verifier_says_why_it_refuses():
-    signature = KEY.sign(FIELDS)
-    request = VerifyRequest(**dataclasses.asdict(FIELDS), signature=signature)
-    request = request.model_copy(update={"groups": list(FIELDS.groups)})
-    assert (await AnswerVerifier(KEY).verify_answer(request)).valid
-    forged = request.model_copy(update={"approver": "mallory"})
-    refused = await AnswerVerifier(KEY).verify_answer(forged)
+    request = VerifyRequest(**dataclasses.asdict(FIELDS), signature=KEY.sign(FIELDS))
+    verdict = await PEOPLE.verifier().verify_answer(request)
+    assert verdict.valid and verdict.groups == ["dev", "ops"]
+    forged = request.model_copy(update={"approver": "bob"})
+    refused = await PEOPLE.verifier().verify_answer(forged)
     assert not refused.valid and refused.problem == DOES_NOT_VERIFY
-    no_key = await AnswerVerifier(None).verify_answer(request)
-    assert not no_key.valid and no_key.problem == NO_KEY
+    no_file = await AnswerVerifier(None).verify_answer(request)
+    assert not no_file.valid and no_file.problem == NO_FILE
 
 
-@pytest.mark.parametrize(
-    "value",
-    ["short", base64.b64encode(b"x" * 31).decode(), base64.b64encode(b"x" * 33).decode(), "!!"],
-)
-def test_a_bad_approver_key_is_one_line_naming_the_variable(value):
+@pytest.mark.parametrize("value", ["short", base64.b64encode(b"x" * 32).decode()])
+def test_the_shared_approver_key_is_retired_in_one_line(value):
     with pytest.raises(BadSetting) as caught:
         Settings.read({"AGENT_APPROVER_KEY": value})
-    message = str(caught.value)
-    assert message.startswith("AGENT_APPROVER_KEY") and "32 random bytes in base64" in message
-    assert "\n" not in message and value not in message
+    assert str(caught.value) == (
+        "AGENT_APPROVER_KEY is retired: each person signs with their own key; list people and"
+        " their keys in AGENT_APPROVERS_FILE (docs/approvers.md)"
+    )
 
 
-def test_a_good_approver_key_reaches_the_worker_and_the_signers(tmp_path):
-    raw = os.urandom(32)
+def test_the_key_settings_are_paths(tmp_path):
     environ = {
-        "AGENT_APPROVER_KEY": base64.b64encode(raw).decode(),
-        "AGENT_WORKSPACE": str(tmp_path),
+        "AGENT_APPROVERS_FILE": str(tmp_path / "approvers"),
+        "AGENT_SIGNING_KEY": "~/.ssh/mine",
+        "AGENT_WEB_SIGNING_KEY": str(tmp_path / "web.key"),
+        "AGENT_WORKSPACE": str(tmp_path / "ws"),
     }
-    assert Settings.from_env(environ).approver_key == raw
-    key = ApproverKey.from_env(environ)
-    assert key is not None and ApproverKey(raw).verifies(FIELDS, key.sign(FIELDS))
-    assert ApproverKey.from_env({}) is None
+    settings = Settings.from_env(environ)
+    assert settings.approvers_file == tmp_path / "approvers"
+    assert settings.signing_key == Path("~/.ssh/mine").expanduser()
+    assert settings.web_signing_key == tmp_path / "web.key"
 
 
 def test_users_file_lines_carry_groups(tmp_path: Path):

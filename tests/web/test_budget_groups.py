@@ -1,5 +1,6 @@
 """Who may grant tokens (`AGENT_BUDGET_GROUPS`), over real HTTP: the web app on 127.0.0.1 and a
-production worker, both holding AGENT_APPROVER_KEY, the worker with `AGENT_BUDGET_GROUPS=ops`.
+production worker with an approvers file that lets the web app's signing service sign for
+olga (ops) and dave (dev), the worker with `AGENT_BUDGET_GROUPS=ops`.
 A bearer-token user outside the group is refused with the reason and nothing changes; a grant
 that only claims the group (unsigned), a forged one, and a signed grant sent again after it took
 effect are refused too; a person of the group grants, signed."""
@@ -7,7 +8,6 @@ effect are refused too; a person of the group grants, signed."""
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,27 +16,30 @@ import httpx
 import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 
-from runtime.approver_key import ApproverKey
 from runtime.settings import Settings
 from starter.handle import AgentHandle
 from starter.signed_grant import grant_as_sent
 from starter.web.auth import add_user
 from tests.fake_openai import FakeOpenAI, FakeOpenAIServer, tool_calls
 from tests.helpers import events, of_type, status, wait_for_phase
+from tests.people import module_people
 from tests.web.conftest import PASSWORD, Served, serve_web
 from worker import run_worker
 from workflows.model import AgentRunInput, AgentRunOptions, AgentRunResult, BudgetGrant
 
 pytestmark = pytest.mark.web
 
-RAW_KEY = os.urandom(32)
+PEOPLE = module_people({"olga": ["ops"], "dave": ["dev"]}, via={"web": ["olga", "dave"]})
+STRANGER = module_people({"olga": ["ops"]}, via={"web": ["olga"]})
+"""Another file's `web` service: a key the worker does not know."""
 
 
 @pytest.fixture(scope="module")
 async def ops_worker(
     client: Client, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[tuple[str, FakeOpenAIServer]]:
-    """A production worker holding the key, where only `ops` may grant; its queue and model."""
+    """A production worker with the approvers file, where only `ops` may grant; its queue and
+    model."""
     tmp = tmp_path_factory.mktemp("budget-groups-worker")
     (tmp / "ws").mkdir()
     queue = f"budget-groups-{uuid.uuid4()}"
@@ -47,7 +50,7 @@ async def ops_worker(
             llm_model="fake-model",
             workspace=tmp / "ws",
             state_dir=tmp / "state",
-            approver_key=RAW_KEY,
+            approvers_file=PEOPLE.path,
             budget_groups=("ops",),
         )
         stop, ready = asyncio.Event(), asyncio.Event()
@@ -68,15 +71,15 @@ async def ops_web(
     ops_worker: tuple[str, FakeOpenAIServer],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> AsyncIterator[tuple[Served, dict[str, str]]]:
-    """The web app holding the key, with token users: olga (ops), dave (dev)."""
+    """The web app holding the signing service's key, with token users: olga, dave."""
     async with serve_web(
         client, ops_worker[0], tmp_path_factory.mktemp("budget-groups-web"), signed_in=True
     ) as served:
-        served.web.approver_key = ApproverKey(RAW_KEY)
+        served.web.signing_key = PEOPLE.key("web")
         assert served.users_file is not None
         tokens = {
-            name: add_user(served.users_file, name, PASSWORD, with_token=True, groups=groups)
-            for name, groups in {"olga": ["ops"], "dave": ["dev"]}.items()
+            name: add_user(served.users_file, name, PASSWORD, with_token=True)
+            for name in ("olga", "dave")
         }
         yield served, {name: str(token) for name, token in tokens.items()}
 
@@ -127,7 +130,9 @@ async def test_only_people_of_the_budget_groups_may_grant(
     stop = await post_grant(served, tokens["dave"], handle.id, {"stop": True})
     assert stop.status_code == 409 and "only ops may" in stop.json()["error"]
     for body, why in (
-        ({"tokens": 0}, "invalid grant: tokens: Input should be greater than 0"),
+        ({"tokens": 0}, "tokens must be a whole number from 1"),
+        ({"tokens": -5}, "tokens must be a whole number from 1"),
+        ({"tokens": 5, "signed_by": "web"}, "'signed_by' is set by the server"),
         ({"tokens": 5, "groups": ["ops"]}, "'groups' is set by the server"),
         ({"tokens": 5, "approver": "olga"}, "'approver' is set by the server"),
         ([5], "the body must be a JSON object"),
@@ -141,9 +146,15 @@ async def test_only_people_of_the_budget_groups_may_grant(
     claimed = BudgetGrant(tokens=100, approver="mallory", groups=["ops"])
     with pytest.raises(WorkflowUpdateFailedError) as unsigned:
         await AgentHandle(client, handle.id).grant(claimed)
-    assert "with a signed grant (AGENT_APPROVER_KEY)" in str(unsigned.value.cause)
+    assert "with a signed grant (their key in the worker's AGENT_APPROVERS_FILE)" in str(
+        unsigned.value.cause
+    )
     forged = claimed.model_copy(
-        update={"signed_at": "2026-12-02T14:00:00.000000Z", "signature": "A" * 43 + "="}
+        update={
+            "approver": "olga",
+            "signed_at": "2026-12-02T14:00:00.000000Z",
+            "signature": "A" * 86 + "==",
+        }
     )
     with pytest.raises(WorkflowUpdateFailedError) as bad_signature:
         await AgentHandle(client, handle.id).grant(forged)
@@ -164,7 +175,7 @@ async def test_a_signed_grant_is_taken_once(
     handle = await at_budget(client, ops_worker)
     agent = AgentHandle(client, handle.id)
     signed = await grant_as_sent(
-        agent, BudgetGrant(tokens=1), key=ApproverKey(RAW_KEY), approver="olga", groups=["ops"]
+        agent, BudgetGrant(tokens=1), key=PEOPLE.key("olga"), approver="olga"
     )
     assert signed.signature is not None
     budget = await agent.grant(signed)

@@ -1,10 +1,10 @@
 """Signed answers to questions through the web app (uvicorn on 127.0.0.1, a production worker
-holding AGENT_APPROVER_KEY, bearer-token users with groups): the web app signs the answer, the
-worker verifies it; a web app with another key is refused and nothing is recorded."""
+with an approvers file, bearer-token users): the web app signs the answer through its signing
+service, the worker verifies it; a web app with another service key is refused and nothing is
+recorded."""
 
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Any
 
@@ -12,7 +12,6 @@ import httpx
 import pytest
 from temporalio.client import Client, WorkflowHandle
 
-from runtime.approver_key import ApproverKey
 from tests.helpers import events, of_type, wait_for_phase
 from tests.web import test_signed_web
 from tests.web.conftest import Served
@@ -46,14 +45,14 @@ async def test_the_web_app_signs_answers_and_the_worker_refuses_another_keys(
     url = f"/api/runs/{handle.id}/answers"
     auth = {"Authorization": f"Bearer {tokens['alice']}"}
     async with httpx.AsyncClient(base_url=served.url, headers=auth) as http:
-        for own in ("groups", "signature", "signed_at"):
+        for own in ("groups", "signature", "signed_at", "signed_by"):
             brought = await http.post(url, json={"call_id": "call_1", "answer": "tmp", own: "x"})
             assert brought.status_code == 400, brought.text
-        served.web.approver_key = ApproverKey(os.urandom(32))
+        served.web.signing_key = test_signed_web.STRANGER.key("web")
         try:
             forged = await http.post(url, json={"call_id": "call_1", "answer": "tmp"})
         finally:
-            served.web.approver_key = ApproverKey(test_signed_web.RAW_KEY)
+            served.web.signing_key = test_signed_web.PEOPLE.key("web")
         assert forged.status_code == 409 and "does not verify" in forged.json()["error"]
         assert of_type(await events(handle), "answer") == []
         taken = await http.post(url, json={"call_id": "call_1", "answer": "tmp"})

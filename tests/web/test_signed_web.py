@@ -1,13 +1,14 @@
-"""Signed answers through the web app (uvicorn on 127.0.0.1, a production worker holding
-AGENT_APPROVER_KEY and an enforced approver rule, bearer-token users with groups, a real headless
-Chromium): the answer the run records carries the signed-in user's groups and a signature that
-verifies; a client cannot bring its own; two people of `ops` approve a call that needs two."""
+"""Signed answers through the web app (uvicorn on 127.0.0.1, a production worker whose
+AGENT_APPROVERS_FILE lets the web app's signing service sign for its users, an enforced approver
+rule, bearer-token users, a real headless Chromium): the answer the run records carries the
+user's groups from the approvers file and a signature that verifies as the service's for them; a
+client cannot bring its own; a service key the worker does not know is refused; two people of
+`ops` approve a call that needs two."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -17,22 +18,28 @@ import pytest
 from playwright.async_api import async_playwright, expect
 from temporalio.client import Client, WorkflowHandle
 
-from runtime.approver_key import ApproverKey
 from runtime.settings import Settings
 from starter.web.auth import add_user
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import events, of_type, wait_for_phase, wait_until
+from tests.people import module_people
 from tests.web.conftest import CHROMIUM, PASSWORD, Served, serve_web
 from worker import run_worker
 from workflows.contract.arguments import arguments_digest
 from workflows.model import AgentRunInput, AgentRunResult
-from workflows.people.signatures import SignedFields
+from workflows.people.signatures import VerifyRequest
 
 pytestmark = pytest.mark.web
 
 expect.set_options(timeout=20_000)
 
-RAW_KEY = os.urandom(32)
+PEOPLE = module_people(
+    {"alice": ["dev", "ops"], "bob": ["ops"], "carol": ["ops"], "dave": ["dev"]},
+    via={"web": ["alice", "bob", "carol", "dave"]},
+)
+"""The worker's approvers file: each person may sign through the web app's service `web`."""
+STRANGER = module_people({"alice": ["ops"], "carol": ["ops"]}, via={"web": ["alice", "carol"]})
+"""Another file's `web` service: a key the worker does not know."""
 QUORUM_RULE = {
     "tool": "run_command",
     "when": {"command": "echo quorum*"},
@@ -46,7 +53,7 @@ QUORUM_RULE = {
 async def keyed_queue(
     client: Client, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[str]:
-    """A production worker holding the approver key; its queue."""
+    """A production worker with the approvers file; its queue."""
     tmp = tmp_path_factory.mktemp("signed-worker")
     (tmp / "ws").mkdir()
     (tmp / "policy.json").write_text(json.dumps({"enforced": [QUORUM_RULE]}))
@@ -58,7 +65,7 @@ async def keyed_queue(
             llm_model="fake-model",
             workspace=tmp / "ws",
             state_dir=tmp / "state",
-            approver_key=RAW_KEY,
+            approvers_file=PEOPLE.path,
             policy_file=tmp / "policy.json",
         )
         stop, ready = asyncio.Event(), asyncio.Event()
@@ -77,18 +84,19 @@ async def keyed_queue(
 async def keyed_web(
     client: Client, keyed_queue: str, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[tuple[Served, dict[str, str]]]:
-    """The web app holding the key, with token users alice (ops, dev), carol (ops) and dave
-    (dev), and bob (ops), who signs in with his password."""
+    """The web app holding the service's key, with token users alice (ops, dev), carol (ops)
+    and dave (dev), and bob (ops), who signs in with his password (their groups are the
+    approvers file's; the users file's carry none)."""
     async with serve_web(
         client, keyed_queue, tmp_path_factory.mktemp("signed-web"), signed_in=True
     ) as served:
-        served.web.approver_key = ApproverKey(RAW_KEY)
+        served.web.signing_key = PEOPLE.key("web")
         assert served.users_file is not None
         tokens = {
-            name: add_user(served.users_file, name, PASSWORD, with_token=True, groups=groups)
-            for name, groups in {"alice": ["ops", "dev"], "carol": ["ops"], "dave": ["dev"]}.items()
+            name: add_user(served.users_file, name, PASSWORD, with_token=True)
+            for name in ("alice", "carol", "dave")
         }
-        add_user(served.users_file, "bob", PASSWORD, with_token=False, groups=["ops"])
+        add_user(served.users_file, "bob", PASSWORD, with_token=False)
         yield served, {name: str(token) for name, token in tokens.items()}
 
 
@@ -112,7 +120,7 @@ async def test_the_recorded_answer_carries_the_users_groups_and_a_signature_that
     auth = {"Authorization": f"Bearer {tokens['alice']}"}
     url = f"/api/runs/{handle.id}/approvals"
     async with httpx.AsyncClient(base_url=served.url, headers=auth) as http:
-        for own in ("groups", "signature", "signed_at"):
+        for own in ("groups", "signature", "signed_at", "signed_by"):
             brought = await http.post(url, json={"call_id": call.id, "approved": True, own: "x"})
             assert brought.status_code == 400, brought.text
             assert f"'{own}' is set by the server" in brought.json()["error"]
@@ -122,18 +130,20 @@ async def test_the_recorded_answer_carries_the_users_groups_and_a_signature_that
     [answer] = of_type(await events(handle), "approval")
     assert answer.approver == "alice" and answer.groups == ["dev", "ops"]
     assert answer.signed_at is not None and answer.signature is not None
-    fields = SignedFields(
+    assert answer.signed_by == "web"
+    check = VerifyRequest(
         approver="alice",
-        groups=("dev", "ops"),
         workflow_id=handle.id,
         run_id=str(status.run_id),
         call_id=call.id,
         arguments_sha256=arguments_digest(call.arguments),
         decision="approve",
         signed_at=answer.signed_at,
+        signature=answer.signature,
+        signed_by="web",
     )
-    assert ApproverKey(RAW_KEY).verifies(fields, answer.signature)
-    assert not ApproverKey(os.urandom(32)).verifies(fields, answer.signature)
+    assert PEOPLE.approvers.verify(check).valid
+    assert not STRANGER.approvers.verify(check.model_copy(update={"approver": "carol"})).valid
 
 
 async def test_a_web_app_with_another_key_is_refused_by_the_worker(
@@ -143,7 +153,7 @@ async def test_a_web_app_with_another_key_is_refused_by_the_worker(
     handle = await start(client, keyed_queue, "run: echo forged")
     status = await wait_for_phase(handle, "awaiting_approval")
     call_id = status.pending_approvals[0].id
-    served.web.approver_key = ApproverKey(os.urandom(32))
+    served.web.signing_key = STRANGER.key("web")
     try:
         async with httpx.AsyncClient(
             base_url=served.url, headers={"Authorization": f"Bearer {tokens['carol']}"}
@@ -152,11 +162,11 @@ async def test_a_web_app_with_another_key_is_refused_by_the_worker(
             refused = await http.post(url, json={"call_id": call_id, "approved": True})
             assert refused.status_code == 409
             assert "does not verify" in refused.json()["error"]
-            served.web.approver_key = ApproverKey(RAW_KEY)
+            served.web.signing_key = PEOPLE.key("web")
             taken = await http.post(url, json={"call_id": call_id, "approved": False})
             assert taken.status_code == 200, taken.text
     finally:
-        served.web.approver_key = ApproverKey(RAW_KEY)
+        served.web.signing_key = PEOPLE.key("web")
     await handle.result()
     [answer] = of_type(await events(handle), "approval")
     assert answer.approver == "carol" and answer.groups == ["ops"] and answer.approved is False

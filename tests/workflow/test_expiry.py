@@ -7,7 +7,6 @@ server (an hour passes in seconds), a real worker with the fake activities."""
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from activities.plugin import AgentPlugin
-from runtime.approver_key import AnswerVerifier, ApproverKey, sign_answer, sign_reopen
+from runtime.signing_key import SigningKey, signed_answer, signed_reopen
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import (
     events,
@@ -30,6 +29,7 @@ from tests.helpers import (
     wait_until,
     worker_for,
 )
+from tests.people import module_people
 from workflows.contract.arguments import arguments_digest
 from workflows.contract.rules import ApprovalPolicy, WorkerPolicy
 from workflows.model import (
@@ -44,6 +44,25 @@ from workflows.model import (
 HOUR = 3600
 SHORT = 0.5
 """A real approval timeout short enough for a test (the dev server's clock)."""
+
+PEOPLE = module_people(
+    {"alice": ["ops"], "ann": ["ops"], "dave": ["dev"], "olga": ["oncall"], "oscar": ["oncall"]}
+)
+"""The worker's approvers file: each with a key of their own."""
+FORGER = module_people({"alice": ["ops"]})
+LOGS = arguments_digest('{"path": "logs"}')
+
+
+def signed_approval(handle: WorkflowHandle[Any, Any], run_id: object, who: str) -> dict[str, Any]:
+    """`who`'s approval of c1, signed with their own key."""
+    return signed_answer(
+        PEOPLE.key(who),
+        ToolApprovalResponse(call_id="c1", approved=True),
+        approver=who,
+        workflow_id=handle.id,
+        run_id=str(run_id),
+        arguments_sha256=LOGS,
+    ).model_dump(mode="json")
 
 
 def delete_logs() -> FakeAgentActivities:
@@ -199,6 +218,72 @@ async def test_reopen_gives_a_new_deadline_and_an_answer_then_runs_the_call(
     assert told.count("approval_waiting") == 3  # the first wait and each time it was asked again
 
 
+async def test_a_remembered_rule_never_decides_an_expired_call(time_skipping_env, task_queue):
+    """Two calls expire; a person asks again for one and approves it with `remember`: the rule
+    that remembers it does not decide the other, which stays expired until someone asks again
+    for it (or rejects it)."""
+    env = time_skipping_env
+    client = env.client
+    both = calls(
+        ("c1", "delete_path", '{"path": "logs"}'), ("c2", "delete_path", '{"path": "tmp"}')
+    )
+    fake = FakeAgentActivities(replies=[both, text("all done")])
+    options = AgentRunOptions(approval_timeout_seconds=HOUR)
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x", options))
+        await wait_for_phase(handle, "awaiting_approval")
+        await env.sleep(timedelta(seconds=HOUR + 60))
+        expired = await wait_for_phase(handle, "approval_expired")
+        assert expired.expired == ["c1", "c2"]
+        await reopen(handle, "c1")
+        await handle.execute_update(
+            "submit_approval",
+            {"call_id": "c1", "approved": True, "approver": "ann", "remember": True},
+        )
+        st = await status(handle)
+        assert [c.id for c in st.pending_approvals] == ["c2"] and st.expired == ["c2"]
+        assert [a.call_id for a in of_type(await events(handle), "approval")] == ["c1"]
+        await handle.execute_update(
+            "submit_approval",
+            {"call_id": "c2", "approved": False, "reason": "not that one", "approver": "ann"},
+        )
+        result = await handle.result()
+    assert result.finish_reason == "stop" and fake.tools_run == ["c1"]
+
+
+async def test_the_operators_escalation_widens_its_own_enforced_rule(time_skipping_env, task_queue):
+    """The worker's own AGENT_ESCALATE_TO (its setup's, not the run's options) widens the
+    worker's enforced approver rule once the call was escalated: `oncall`'s signed approval is
+    refused before, taken after, and the worker is told the groups it escalated to."""
+    env = time_skipping_env
+    client = env.client
+    rule = {"tool": "delete_path", "decision": "ask", "approvers": {"groups": ["ops"]}}
+    fake = delete_logs()
+    fake.worker_rules = WorkerPolicy.model_validate({"enforced": [rule]})
+    fake.setup = {"escalate_after_seconds": HOUR, "escalate_to": ["oncall"]}
+    plugin = AgentPlugin(activities=[*fake.activities(), PEOPLE.verifier().verify_answer])
+    async with Worker(client, task_queue=task_queue, plugins=[plugin]):
+        handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x"))
+        st = await wait_for_phase(handle, "awaiting_approval")
+        olga = signed_approval(handle, st.run_id, "olga")
+        with pytest.raises(WorkflowUpdateFailedError) as before:
+            await handle.execute_update("submit_approval", olga)
+        assert refusal(before.value) == "only ops may approve delete_path"
+        await env.sleep(timedelta(seconds=HOUR + 60))
+
+        async def escalated() -> bool:
+            return (await status(handle)).escalations == {"c1": ["oncall"]}
+
+        await wait_until(escalated)
+        await handle.execute_update("submit_approval", signed_approval(handle, st.run_id, "olga"))
+        result = await handle.result()
+    assert result.finish_reason == "stop" and fake.tools_run == ["c1"]
+    [request] = fake.tool_requests
+    assert request.escalated_to == ["oncall"] and [v.approver for v in request.votes or []] == [
+        "olga"
+    ]
+
+
 async def test_explicit_cancel_still_cancels_the_run_at_the_timeout(client, task_queue):
     fake = delete_logs()
     options = AgentRunOptions(approval_timeout_seconds=SHORT, on_approval_timeout="cancel")
@@ -241,47 +326,36 @@ async def test_a_call_that_waited_long_is_escalated(client, task_queue):
 
 
 async def test_a_signed_reopen_is_verified_by_the_worker(client, task_queue):
-    """With AGENT_APPROVER_KEY the person asking again is signed like an answer (decision
-    `reopen`): a good signature is taken (the approver and groups it names), a forged one, or one
-    made for approving, is refused and changes nothing."""
-    key = ApproverKey(os.urandom(32))
+    """The person asking again signs like an answer (decision `reopen`): a good signature is
+    taken (the approver it names), a forged one, or one made for approving, is refused and
+    changes nothing."""
+    key = PEOPLE.key("alice")
     fake = delete_logs()
-    plugin = AgentPlugin(activities=[*fake.activities(), AnswerVerifier(key).verify_answer])
+    plugin = AgentPlugin(activities=[*fake.activities(), PEOPLE.verifier().verify_answer])
     options = AgentRunOptions(approval_timeout_seconds=SHORT)
     async with Worker(client, task_queue=task_queue, plugins=[plugin]):
         handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x", options))
         st = await wait_for_phase(handle, "approval_expired")
         assert st.run_id is not None
 
-        def reopen_signed(with_key: ApproverKey) -> dict[str, Any]:
-            request = sign_reopen(
+        def reopen_signed(with_key: SigningKey) -> dict[str, Any]:
+            request = signed_reopen(
                 with_key,
                 ReopenRequest(call_id="c1"),
+                approver="alice",
                 workflow_id=handle.id,
                 run_id=str(st.run_id),
-                arguments_sha256=arguments_digest('{"path": "logs"}'),
-                approver="alice",
-                groups=["ops"],
+                arguments_sha256=LOGS,
             )
             return request.model_dump(mode="json")
 
         with pytest.raises(WorkflowUpdateFailedError) as forged:
-            await handle.execute_update(
-                "reopen_approval", reopen_signed(ApproverKey(os.urandom(32)))
-            )
+            await handle.execute_update("reopen_approval", reopen_signed(FORGER.key("alice")))
         assert "asking again for call 'c1' is refused" in refusal(forged.value)
-        approval = sign_answer(
-            key,
-            ToolApprovalResponse(call_id="c1", approved=True),
-            workflow_id=handle.id,
-            run_id=str(st.run_id),
-            arguments_sha256=arguments_digest('{"path": "logs"}'),
-            approver="alice",
-            groups=["ops"],
-        ).model_dump(mode="json")
+        approved = signed_approval(handle, st.run_id, "alice")
         as_reopen = {
             "call_id": "c1",
-            **{k: approval[k] for k in ("approver", "groups", "signed_at", "signature")},
+            **{k: approved[k] for k in ("approver", "signed_at", "signature")},
         }
         with pytest.raises(WorkflowUpdateFailedError) as other_decision:
             await handle.execute_update("reopen_approval", as_reopen)
@@ -310,9 +384,8 @@ async def test_escalation_makes_its_groups_eligible_under_an_approver_rule(
     call runs."""
     env = time_skipping_env
     client = env.client
-    key = ApproverKey(os.urandom(32))
     fake = delete_logs()
-    plugin = AgentPlugin(activities=[*fake.activities(), AnswerVerifier(key).verify_answer])
+    plugin = AgentPlugin(activities=[*fake.activities(), PEOPLE.verifier().verify_answer])
     rule = {"tool": "delete_path", "decision": "ask", "approvers": {"groups": ["ops"]}}
     options = AgentRunOptions(
         approval_policy=ApprovalPolicy.model_validate({"rules": [rule]}),
@@ -323,15 +396,7 @@ async def test_escalation_makes_its_groups_eligible_under_an_approver_rule(
         handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x", options))
         st = await wait_for_phase(handle, "awaiting_approval")
         assert st.run_id is not None
-        dev_approves = sign_answer(
-            key,
-            ToolApprovalResponse(call_id="c1", approved=True),
-            workflow_id=handle.id,
-            run_id=str(st.run_id),
-            arguments_sha256=arguments_digest('{"path": "logs"}'),
-            approver="dave",
-            groups=["dev"],
-        ).model_dump(mode="json")
+        dev_approves = signed_approval(handle, st.run_id, "dave")
         with pytest.raises(WorkflowUpdateFailedError) as before:
             await handle.execute_update("submit_approval", dev_approves)
         assert "only ops may approve delete_path" in refusal(before.value)
@@ -357,27 +422,17 @@ async def test_escalation_does_not_widen_the_workers_enforced_approver_rule(
     and the call waits on; `ops`' approval then runs it (the worker counts `ops` alone)."""
     env = time_skipping_env
     client = env.client
-    key = ApproverKey(os.urandom(32))
     rule = {"tool": "delete_path", "decision": "ask", "approvers": {"groups": ["ops"]}}
     fake = delete_logs()
     fake.worker_rules = WorkerPolicy.model_validate({"enforced": [rule]})
-    plugin = AgentPlugin(activities=[*fake.activities(), AnswerVerifier(key).verify_answer])
+    plugin = AgentPlugin(activities=[*fake.activities(), PEOPLE.verifier().verify_answer])
     options = AgentRunOptions(approval_escalate_after_seconds=HOUR, approval_escalate_to=["oncall"])
     async with Worker(client, task_queue=task_queue, plugins=[plugin]):
         handle = await start_run(client, task_queue, AgentRunInput.from_prompt("x", options))
         st = await wait_for_phase(handle, "awaiting_approval")
         assert st.run_id is not None
 
-        def signed(who: str, groups: list[str]) -> dict[str, Any]:
-            return sign_answer(
-                key,
-                ToolApprovalResponse(call_id="c1", approved=True),
-                workflow_id=handle.id,
-                run_id=str(st.run_id),
-                arguments_sha256=arguments_digest('{"path": "logs"}'),
-                approver=who,
-                groups=groups,
-            ).model_dump(mode="json")
+        run_id = st.run_id
 
         await env.sleep(timedelta(seconds=HOUR + 60))
 
@@ -396,12 +451,12 @@ async def test_escalation_does_not_widen_the_workers_enforced_approver_rule(
         assert [(r.groups, r.rule_groups) for r in told] == [(["oncall"], ["ops"])]
 
         with pytest.raises(WorkflowUpdateFailedError) as caught:
-            await handle.execute_update("submit_approval", signed("olga", ["oncall"]))
+            await handle.execute_update("submit_approval", signed_approval(handle, run_id, "olga"))
         assert refusal(caught.value) == (
             "only ops may approve delete_path (the worker's enforced rule: the escalation to"
             " oncall does not widen it)"
         )
-        await handle.signal("tool_approval", signed("oscar", ["oncall"]))
+        await handle.signal("tool_approval", signed_approval(handle, run_id, "oscar"))
 
         async def warned() -> list[str] | None:
             found = [e.message for e in of_type(await events(handle), "warning")]
@@ -414,7 +469,7 @@ async def test_escalation_does_not_widen_the_workers_enforced_approver_rule(
         assert of_type(await events(handle), "approval_vote") == []
         assert (await audit(handle)).counts.votes == 0
 
-        await handle.execute_update("submit_approval", signed("ann", ["ops"]))
+        await handle.execute_update("submit_approval", signed_approval(handle, run_id, "ann"))
         result = await handle.result()
         [approval] = of_type(await events(handle), "approval")
     assert result.finish_reason == "stop" and fake.tools_run == ["c1"]

@@ -144,10 +144,10 @@ async def test_a_question_and_a_call_expire_in_one_event(client, task_queue):
 async def test_asking_again_for_a_question_is_signed_and_verified(client, task_queue):
     """`starter reask` and the web app sign asking again for a question as for a call (the
     question's `arguments_sha256`); the worker verifies it, and a forged one changes nothing."""
-    from runtime.approver_key import ApproverKey
+    from runtime.signing_key import SigningKey
     from starter.handle import AgentHandle
     from starter.signed_answer import reopen_as_sent
-    from tests.workflow.test_signed_answers import KEY, signed_worker
+    from tests.workflow.test_signed_answers import FORGER, KEY, signed_worker
 
     fake = asking()
     async with signed_worker(client, task_queue, fake):
@@ -155,13 +155,13 @@ async def test_asking_again_for_a_question_is_signed_and_verified(client, task_q
         await wait_for_phase(handle, "approval_expired")
         agent = AgentHandle(client, handle.id)
 
-        async def sent(key: ApproverKey) -> dict[str, object]:
-            request = await reopen_as_sent(agent, "call_1", key=key, approver="alice", groups=[])
+        async def sent(key: SigningKey) -> dict[str, object]:
+            request = await reopen_as_sent(agent, "call_1", key=key, approver="alice")
             assert request.signature is not None
             return request.model_dump(mode="json")
 
         forged = await refused(
-            handle, names.UPDATE_REOPEN_APPROVAL, await sent(ApproverKey(b"x" * 32))
+            handle, names.UPDATE_REOPEN_APPROVAL, await sent(FORGER.key("alice"))
         )
         assert "asking again for call 'call_1' is refused" in forged
         assert not of_type(await events(handle), "approval_reopened")

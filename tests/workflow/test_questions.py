@@ -195,10 +195,10 @@ async def test_an_answer_when_no_question_waits_is_refused(client, task_queue):
 async def test_a_signed_answer_is_checked_by_the_worker_and_a_forged_one_refused(
     client, task_queue
 ):
-    from runtime.approver_key import ApproverKey
+    from runtime.signing_key import SigningKey
     from starter.handle import AgentHandle
     from starter.signed_question import question_as_sent
-    from tests.workflow.test_signed_answers import KEY, signed_worker
+    from tests.workflow.test_signed_answers import FORGER, KEY, signed_worker
     from workflows.model import QuestionAnswer
 
     fake = asking(COLOR)
@@ -208,14 +208,12 @@ async def test_a_signed_answer_is_checked_by_the_worker_and_a_forged_one_refused
         agent = AgentHandle(client, handle.id)
         blue = QuestionAnswer(call_id="call_1", answer="blue")
 
-        async def sent(key: ApproverKey, answer: QuestionAnswer = blue) -> dict[str, object]:
-            signed = await question_as_sent(
-                agent, answer, key=key, approver="alice", groups=["ops"]
-            )
+        async def sent(key: SigningKey, answer: QuestionAnswer = blue) -> dict[str, object]:
+            signed = await question_as_sent(agent, answer, key=key, approver="alice")
             assert signed.signature is not None
             return signed.model_dump(mode="json")
 
-        forged = await refused(handle, await sent(ApproverKey(b"x" * 32)))
+        forged = await refused(handle, await sent(FORGER.key("alice")))
         assert "the answer for question 'call_1' is refused: its signature does not verify" in (
             forged
         )
@@ -227,7 +225,9 @@ async def test_a_signed_answer_is_checked_by_the_worker_and_a_forged_one_refused
         result = await handle.result()
         evs = await events(handle)
     (answer,) = of_type(evs, "answer")
-    assert answer.approver == "alice" and answer.groups == ["ops"] and answer.answer == "blue"
+    assert (
+        answer.approver == "alice" and answer.groups == ["dev", "ops"] and answer.answer == "blue"
+    )
     tool = next(m for m in result.messages if m.role == "tool")
     assert json.loads(tool.content)["data"] == {"answer": "blue"}
 

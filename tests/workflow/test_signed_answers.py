@@ -5,7 +5,6 @@ bound to another run is refused with the reason; a good one is taken and recorde
 from __future__ import annotations
 
 import base64
-import os
 from typing import Any
 
 import pytest
@@ -13,33 +12,37 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.worker import Worker
 
 from activities.plugin import AgentPlugin
-from runtime.approver_key import AnswerVerifier, ApproverKey, sign_answer
+from runtime.approvers import AnswerVerifier
+from runtime.signing_key import SigningKey, signed_answer
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import events, of_type, start_run, wait_for_phase
+from tests.people import module_people
 from workflows.contract.arguments import arguments_digest
 from workflows.model import AgentRunInput, ToolApprovalResponse
 
-KEY = ApproverKey(os.urandom(32))
+PEOPLE = module_people({"alice": ["ops", "dev"]})
+KEY = PEOPLE.key("alice")
+FORGER = module_people({"alice": ["ops", "dev"]})
+"""Another file's alice: a key the worker does not know as hers."""
 ARGS = '{"path": "logs"}'
 
 
 def signed_worker(client: Client, task_queue: str, fake: FakeAgentActivities) -> Worker:
-    """A worker whose `verify_answer` holds KEY."""
-    verifier = AnswerVerifier(KEY)
+    """A worker whose `verify_answer` reads PEOPLE's approvers file."""
+    verifier = PEOPLE.verifier()
     plugin = AgentPlugin(activities=[*fake.activities(), verifier.verify_answer])
     return Worker(client, task_queue=task_queue, plugins=[plugin])
 
 
-def signed(call_id: str, run_id: str, *, key: ApproverKey = KEY, **given: Any) -> dict[str, Any]:
+def signed(call_id: str, run_id: str, *, key: SigningKey = KEY, **given: Any) -> dict[str, Any]:
     response = ToolApprovalResponse(call_id=call_id, approved=given.pop("approved", True))
-    answer = sign_answer(
+    answer = signed_answer(
         key,
         response,
+        approver="alice",
         workflow_id=given.pop("workflow_id"),
         run_id=run_id,
         arguments_sha256=arguments_digest(ARGS),
-        approver="alice",
-        groups=["ops", "dev"],
     )
     return answer.model_dump(mode="json")
 
@@ -67,11 +70,12 @@ async def refused(handle: Any, payload: dict[str, Any]) -> str:
     return str(caught.value.cause)
 
 
-async def test_a_good_signature_is_taken_and_recorded_with_its_groups(client, task_queue):
+async def test_a_good_signature_is_taken_and_recorded_with_the_files_groups(client, task_queue):
     fake = fake_two_calls(client)
     async with signed_worker(client, task_queue, fake):
         handle, run_id = await two_calls_waiting(client, task_queue)
-        await handle.execute_update("submit_approval", signed("c1", run_id, workflow_id=handle.id))
+        claims = {**signed("c1", run_id, workflow_id=handle.id), "groups": ["admin"]}
+        await handle.execute_update("submit_approval", claims)
         await handle.signal("tool_approval", signed("c2", run_id, workflow_id=handle.id))
         result = await handle.result()
         evs = await events(handle)
@@ -86,13 +90,13 @@ async def test_a_good_signature_is_taken_and_recorded_with_its_groups(client, ta
 
 async def test_a_forged_signature_is_refused(client, task_queue):
     fake = fake_two_calls(client)
-    forger = ApproverKey(os.urandom(32))
+    forger = FORGER.key("alice")
     async with signed_worker(client, task_queue, fake):
         handle, run_id = await two_calls_waiting(client, task_queue)
         forged = signed("c1", run_id, workflow_id=handle.id, key=forger)
         why = await refused(handle, forged)
         made_up = {**signed("c2", run_id, workflow_id=handle.id)}
-        made_up["signature"] = base64.b64encode(b"\0" * 32).decode()
+        made_up["signature"] = base64.b64encode(b"\0" * 64).decode()
         await handle.signal("tool_approval", made_up)
         await handle.signal("tool_approval", {"call_id": "c1", "approved": False})  # unsigned
         await handle.signal("tool_approval", {"call_id": "c2", "approved": False})
@@ -141,7 +145,7 @@ async def test_a_signature_for_another_run_or_workflow_is_refused(client, task_q
     assert fake.tools_run == []
 
 
-async def test_a_worker_without_the_key_refuses_signed_answers(client, task_queue):
+async def test_a_worker_without_the_approvers_file_refuses_signed_answers(client, task_queue):
     fake = fake_two_calls(client)
     plugin = AgentPlugin(activities=[*fake.activities(), AnswerVerifier(None).verify_answer])
     async with Worker(client, task_queue=task_queue, plugins=[plugin]):
@@ -150,5 +154,5 @@ async def test_a_worker_without_the_key_refuses_signed_answers(client, task_queu
         await handle.signal("tool_approval", {"call_id": "c1", "approved": True})  # unsigned
         await handle.signal("tool_approval", {"call_id": "c2", "approved": True})
         await handle.result()
-    assert "holds no AGENT_APPROVER_KEY" in why
+    assert "has no AGENT_APPROVERS_FILE" in why
     assert sorted(fake.tools_run) == ["c1", "c2"]

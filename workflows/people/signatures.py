@@ -2,11 +2,15 @@
 vote), a question's answer, asking again for an expired call, and a budget grant. One module and
 one check for all four.
 
-What is signed is the canonical bytes of one person's decision about one thing: who decided
-(`approver`, `groups`), which run (`workflow_id`, the first run id of its chain), what about
-(`call_id` and `arguments_sha256`, the digest of the arguments shown; a grant names the budget as
-it stood instead), what was decided and when (`signed_at`, ISO-8601 UTC). So a signed decision
-copied to another call, run, set of arguments or budget does not verify.
+What is signed (Ed25519, by the person's own key or by a signing service the worker's approvers
+file lets sign for them) is the canonical bytes of one person's decision about one thing: who
+decided (`approver`; never their groups, which are the approvers file's), which run
+(`workflow_id`, the first run id of its chain), what about (`call_id` and `arguments_sha256`, the
+digest of the arguments shown; a grant names the budget as it stood instead), what was decided
+and when (`signed_at`, ISO-8601 UTC), and the signing service that signed for the person
+(`signed_by`, empty for their own key). So a signed decision copied to another call, run, set of
+arguments, budget or person does not verify, nor one a service signed passed off as the
+person's own.
 
 `decision` is a string, so every kind signs the same way:
 
@@ -17,15 +21,14 @@ copied to another call, run, set of arguments or budget does not verify.
 
 Clients build what they sign here (`starter`, the web app); the workflow builds what a
 signature must cover from what it knows itself (never from what the decision claims about the
-call) and asks the worker (`verify_answer`, a local activity: the key never enters the workflow,
-only the verdict enters its history, so a replay never decides again).
+call) and asks the worker (`verify_answer`, a local activity: the approvers file never enters
+the workflow, only the verdict enters its history, so a replay never decides again).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -44,43 +47,40 @@ from workflows.model import (
     ToolCall,
 )
 
-SIGNING_VERSION = "agent-answer-1"
-"""The first element of the signed bytes: a signature for another kind of message never
-verifies as an answer."""
+SIGNING_VERSION = "agent-decision-2"
+"""The first element of the signed bytes: a signature for another kind of message (or for the
+shared key's bytes of before, `agent-answer-1`) never verifies as a decision."""
 
 
 @dataclass(frozen=True)
 class SignedFields:
-    """Everything an answer's signature covers."""
+    """Everything a decision's signature covers."""
 
     approver: str
-    groups: tuple[str, ...]
     workflow_id: str
     run_id: str
     call_id: str
     arguments_sha256: str
     decision: str
     signed_at: str
-
-
-def canonical_groups(groups: Iterable[str]) -> tuple[str, ...]:
-    """Groups in one order, each once: the same set signs the same whatever order it came in."""
-    return tuple(sorted(set(groups)))
+    signed_by: str = ""
+    """The signing service that signed for `approver` (empty: their own key)."""
 
 
 def canonical_bytes(fields: SignedFields) -> bytes:
     """The bytes signed: one compact JSON array, in a fixed order (unambiguous whatever the
-    values hold)."""
+    values hold): `[version, approver, workflow_id, run_id, call_id, arguments_sha256, decision,
+    signed_at, signed_by or ""]`."""
     values = [
         SIGNING_VERSION,
         fields.approver,
-        list(canonical_groups(fields.groups)),
         fields.workflow_id,
         fields.run_id,
         fields.call_id,
         fields.arguments_sha256,
         fields.decision,
         fields.signed_at,
+        fields.signed_by,
     ]
     return json.dumps(values, ensure_ascii=False, separators=(",", ":")).encode()
 
@@ -101,10 +101,9 @@ def signed_at_text(moment: datetime) -> str:
 
 class VerifyRequest(BaseModel):
     """Input of `verify_answer`: the fields signed, as the workflow knows them, and the
-    signature the answer carried (base64)."""
+    signature the decision carried (base64)."""
 
     approver: str
-    groups: list[str]
     workflow_id: str
     run_id: str
     call_id: str
@@ -112,17 +111,19 @@ class VerifyRequest(BaseModel):
     decision: str
     signed_at: str
     signature: str
+    signed_by: str = ""
+    """The signing service the decision names as its signer (empty: the person's own key)."""
 
     def fields(self) -> SignedFields:
         return SignedFields(
             approver=self.approver,
-            groups=tuple(self.groups),
             workflow_id=self.workflow_id,
             run_id=self.run_id,
             call_id=self.call_id,
             arguments_sha256=self.arguments_sha256,
             decision=self.decision,
             signed_at=self.signed_at,
+            signed_by=self.signed_by,
         )
 
 
@@ -133,8 +134,9 @@ class VerifyVerdict(BaseModel):
     valid: bool
     problem: str | None = None
     groups: list[str] | None = None
-    """The signer's groups in the worker's approvers file (None only in verdicts recorded
-    before the worker read its groups from a file: the answer's own groups stand then)."""
+    """The signer's groups in the worker's approvers file, possibly none (None only in verdicts
+    recorded before the worker read its groups from a file, by runs started before own keys:
+    the answer's own groups stand then)."""
     signed_by: str | None = None
     """The signing service that signed, when it was not the person's own key."""
 
@@ -179,7 +181,6 @@ def approval_request(
     """An approval (or a vote) for `call`, the waiting call this run holds."""
     return VerifyRequest(
         approver=response.approver or "",
-        groups=list(response.groups or []),
         workflow_id=workflow_id,
         run_id=run_id,
         call_id=call.id,
@@ -187,6 +188,7 @@ def approval_request(
         decision=decision_of(response.approved),
         signed_at=response.signed_at or "",
         signature=response.signature or "",
+        signed_by=response.signed_by or "",
     )
 
 
@@ -196,7 +198,6 @@ def answer_request(
     """An answer to the question of call `call_id` (its arguments' digest as this run holds it)."""
     return VerifyRequest(
         approver=answer.approver or "",
-        groups=list(answer.groups or []),
         workflow_id=workflow_id,
         run_id=run_id,
         call_id=call_id,
@@ -204,6 +205,7 @@ def answer_request(
         decision=answer_decision(answer.answer),
         signed_at=answer.signed_at or "",
         signature=answer.signature or "",
+        signed_by=answer.signed_by or "",
     )
 
 
@@ -213,7 +215,6 @@ def reopen_request(
     """Asking again for `call`, an expired call this run holds."""
     return VerifyRequest(
         approver=request.approver or "",
-        groups=list(request.groups or []),
         workflow_id=workflow_id,
         run_id=run_id,
         call_id=call.id,
@@ -221,6 +222,7 @@ def reopen_request(
         decision=REOPEN,
         signed_at=request.signed_at or "",
         signature=request.signature or "",
+        signed_by=request.signed_by or "",
     )
 
 
@@ -230,7 +232,6 @@ def grant_request(
     """A grant for this run's budget as it stands (`limit`)."""
     return VerifyRequest(
         approver=grant.approver or "",
-        groups=list(grant.groups),
         workflow_id=workflow_id,
         run_id=run_id,
         call_id=budget_call(limit),
@@ -238,6 +239,7 @@ def grant_request(
         decision=grant_decision(grant),
         signed_at=grant.signed_at or "",
         signature=grant.signature or "",
+        signed_by=grant.signed_by or "",
     )
 
 

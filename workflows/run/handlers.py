@@ -53,11 +53,17 @@ from workflows.run.waits import Waits
 Signed = TypeVar("Signed", ToolApprovalResponse, QuestionAnswer, BudgetGrant)
 
 
-def as_verified(decision: Signed, found: signatures.Verified) -> Signed:
+def as_verified(decision: Signed, found: signatures.Verified, *, own_keys: bool) -> Signed:
     """A signed decision as the worker verified it: the signer's groups are its approvers
-    file's (a verdict recorded before the worker said keeps the groups the decision named), and
-    the service that signed, if one did."""
-    groups = found.groups if found.groups is not None else decision.groups
+    file's, and the service that signed, if one did. Only a run started before own keys
+    (`own_keys` False), whose recorded verdicts say no groups, keeps the groups the decision
+    named; in a run of own keys a verdict without groups gives none."""
+    if found.groups is not None:
+        groups: list[str] | None = list(found.groups)
+    else:
+        groups = [] if own_keys else decision.groups
+    if isinstance(decision, BudgetGrant):
+        groups = groups or []
     return decision.model_copy(update={"groups": groups, "signed_by": found.signed_by})
 
 
@@ -225,7 +231,11 @@ class Handlers:
             response, call, workflow_id=self._ctx.workflow_id, run_id=self._ctx.run_id
         )
         found = await signatures.verdict(request, f"the answer for call '{echoed}'")
-        return found if isinstance(found, str) else as_verified(response, found)
+        return (
+            found
+            if isinstance(found, str)
+            else as_verified(response, found, own_keys=self._ctx.patched.own_keys)
+        )
 
     # ---- submit_answer
 
@@ -259,7 +269,7 @@ class Handlers:
             if isinstance(found, str):
                 self._ctx.warn(f"{names.UPDATE_SUBMIT_ANSWER}: {found}")
                 raise refused(found, "InvalidAnswer")
-            response = as_verified(response, found)
+            response = as_verified(response, found, own_keys=self._ctx.patched.own_keys)
         elif self._ctx.patched.own_keys:
             response = response.model_copy(update={"groups": None})
         try:
@@ -365,7 +375,7 @@ class Handlers:
             found = await signatures.verdict(request, "the grant")
             if isinstance(found, str):
                 raise refused(found, "InvalidGrant")
-            grant = as_verified(grant, found)
+            grant = as_verified(grant, found, own_keys=self._ctx.patched.own_keys)
             now = self._budget.status()
             if self._ctx.patched.own_keys and (now is None or now.limit != budget.limit):
                 raise refused(budget_changed(budget.limit, now), "InvalidGrant")
