@@ -52,11 +52,10 @@ async def test_grant_from_the_inbox_card_lets_the_run_go_on(
     await expect(card).to_contain_text("list")  # what the run was asked
 
     alert = page.get_by_role("alert")
-    for bad, why in (("0", "greater than 0"), ("many", "valid integer")):
+    for bad in ("0", "many", "-5"):
         await card.get_by_label("Grant tokens").fill(bad)
         await card.get_by_role("button", name="Grant").click()
-        await expect(alert).to_contain_text(f"{handle.id}: invalid grant: tokens: ")
-        await expect(alert).to_contain_text(why)
+        await expect(alert).to_have_text(f"{handle.id}: tokens must be a whole number from 1")
     status = await wait_for_phase(handle, "budget_exhausted")
     assert status.budget is not None and status.budget.limit == 10  # nothing changed
 
