@@ -5,6 +5,9 @@ When the run waits for approval, an `on_awaiting` callback decides (a person at 
 demo, …); without one the follower prints how to answer and keeps following. Between the turns
 of a session, `on_waiting_for_message` asks for the next message (or the follower says how to
 send one).
+
+A failure that passes (a worker away for a restart, a slow answer) does not end following: what
+the follower asks the run is asked again, and one line says so if it lasts (`starter.patience`).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from runtime.shown_commands import starter_command
 from starter.errors import refusal
 from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
 from starter.output import Output
+from starter.patience import Patience
 from starter.render import call_text, pin_hint, quorum_text, visible
 from starter.signed_answer import as_sent, groups_in_users_file
 from starter.watch import Ended, Quiet, Restart, Text, watch
@@ -44,6 +48,10 @@ from workflows.model import (
     ToolApprovalResponse,
     ToolCall,
 )
+
+LOOK_SECONDS = 5.0
+"""The longest the follower waits for the run's status between items: a worker that answers later
+is asked again (a failure that passes), not waited for while nothing is printed."""
 
 AwaitingHandler = Callable[[WorkflowHandle[Any, Any], list[ToolCall]], Awaitable[None]]
 WaitingHandler = Callable[[WorkflowHandle[Any, Any]], Awaitable[bool]]
@@ -90,9 +98,11 @@ class _Prompts:
         out: Output,
         on_awaiting: AwaitingHandler | None,
         on_waiting_for_message: WaitingHandler | None,
+        patience: Patience,
     ) -> None:
         self._handle = handle
         self._out = out
+        self._patience = patience
         self._on_awaiting = on_awaiting
         self._on_waiting_for_message = on_waiting_for_message
         self._asked: set[str] = set()
@@ -106,12 +116,17 @@ class _Prompts:
         worker may be there to say so)."""
         if self.closed:
             return
-        try:
-            status = await self._handle.status()
-        except (NoWorker, RPCError, WorkflowQueryFailedError):
-            if (await self._handle.describe()).status == WorkflowExecutionStatus.RUNNING:
-                raise
-            return
+        while True:
+            try:
+                status = await self._handle.status(seconds=LOOK_SECONDS)
+                break
+            except (NoWorker, RPCError, WorkflowQueryFailedError) as err:
+                if not await self.still_open():
+                    return
+                if not self._patience.transient(err):
+                    raise
+                await self._patience.pause(err)
+        self._patience.ok()
         if status.phase != "awaiting_approval":
             return
         calls = [c for c in status.pending_approvals if c.id not in self._asked]
@@ -128,7 +143,14 @@ class _Prompts:
         False when the person chose to stop following."""
         if self._session_hinted_at == last:
             return True
-        status = await self._handle.status()
+        try:
+            status = await self._handle.status(seconds=LOOK_SECONDS)
+        except Exception as err:
+            if not self._patience.transient(err):
+                raise
+            await self._patience.pause(err)  # the next quiet moment asks again
+            return True
+        self._patience.ok()
         if status.phase != "waiting_for_message":
             return True
         self._session_hinted_at = last
@@ -145,6 +167,16 @@ class _Prompts:
         self._session_hinted_at = None
         return True
 
+    async def still_open(self) -> bool:
+        """Whether the run is still open (also while the server does not say)."""
+        try:
+            description = await self._handle.describe()
+        except RPCError as err:
+            self._patience.server_failed(err)  # raises once the run or the server is gone
+            return True
+        self._patience.server_answered()
+        return description.status == WorkflowExecutionStatus.RUNNING
+
 
 async def follow(
     client: Client,
@@ -160,11 +192,17 @@ async def follow(
     """Print the run's events from `after` on until it finishes, and (from the stream) the
     model's text as it is generated, before the round's tool calls."""
     handle = AgentHandle(client, workflow_id)
-    prompts = _Prompts(handle, out, on_awaiting, on_waiting_for_message)
-    prompts.closed = (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+    patience = Patience(on_notice=lambda line: out.info(line) if line else None)
+    prompts = _Prompts(handle, out, on_awaiting, on_waiting_for_message, patience)
+    prompts.closed = not await prompts.still_open()
     last = after
     items = watch(
-        client, workflow_id, after=after, stream=stream, skip_streamed_text=not out.json_mode
+        client,
+        workflow_id,
+        after=after,
+        stream=stream,
+        skip_streamed_text=not out.json_mode,
+        patience=patience,
     )
     async with contextlib.aclosing(items):
         async for item in items:
