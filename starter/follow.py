@@ -8,6 +8,10 @@ send one).
 
 A failure that passes (a worker away for a restart, a slow answer) does not end following: what
 the follower asks the run is asked again, and one line says so if it lasts (`starter.patience`).
+
+The transcript shows the session's user messages too (`user: …`, each where its turn begins,
+read from the run's record after each reply with text), and every reply of the model ends its own
+line, so turns never run together.
 """
 
 from __future__ import annotations
@@ -34,20 +38,26 @@ from starter.errors import refusal
 from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
 from starter.output import Output
 from starter.patience import Patience
-from starter.render import call_text, pin_hint, quorum_text, visible
+from starter.render import call_text, pin_hint, quorum_text, text_block, visible
 from starter.signed_answer import as_sent, groups_in_users_file
-from starter.watch import Ended, Quiet, Restart, Text, watch
+from starter.watch import Ended, Quiet, Restart, Streamed, Text, watch
 from starter.web.auth import UsersFileError
 from workflows.arguments import arguments_digest
+from workflows.event_log import EVENT_TEXT_LIMIT
 from workflows.model import (
     ApprovalExpiredEvent,
     AwaitingApprovalEvent,
+    ChatMessage,
     FinishReason,
     QuestionEvent,
     Quorum,
+    TextDeltaEvent,
     ToolApprovalResponse,
     ToolCall,
+    WarningEvent,
 )
+from workflows.notices import EMPTY_REPLY_NUDGE
+from workflows.shown import shorten
 
 LOOK_SECONDS = 5.0
 """The longest the follower waits for the run's status between items: a worker that answers later
@@ -178,6 +188,83 @@ class _Prompts:
         return description.status == WorkflowExecutionStatus.RUNNING
 
 
+class _UserLines:
+    """A session's user messages in the transcript, each on a line of its own where its turn
+    begins: after a reply with text (or a warning, which may end a turn), the next item first
+    prints the user messages the record holds after that reply and before the next one. The
+    reply is found in the record by its text, so a follower that joined late (`--after`) or
+    reads a closed run's history shows each message once, in its place."""
+
+    def __init__(
+        self,
+        handle: AgentHandle,
+        out: Output,
+        patience: Patience,
+        *,
+        from_start: bool,
+        shown: bool = True,
+    ) -> None:
+        self._handle = handle
+        self._out = out
+        self._patience = patience
+        self._shown = shown and not out.json_mode
+        """Shown at all: not in JSON output (events only), nor where the caller says them."""
+        self._upto: int | None = 0 if from_start else None
+        """The record's messages before this index are shown (None: not yet placed)."""
+        self._reply: str | None = None
+        """The last reply's text (its event's preview), to be found in the record."""
+        self._due = from_start and self._shown
+        self.record: list[ChatMessage] | None = None
+        """A closed run's whole record, read once (None: asked of the run each time)."""
+
+    def replied(self, text: str) -> None:
+        if text and self._shown:
+            self._reply = text
+            self._due = True
+
+    def turn_may_have_ended(self) -> None:
+        self._due = self._shown
+
+    async def show(self) -> None:
+        """Before the next item: the user messages since the last reply, if any are due."""
+        if not self._due:
+            return
+        record = self.record
+        if record is None:
+            try:
+                record = await self._handle.messages(seconds=LOOK_SECONDS)
+            except Exception as err:
+                if not self._patience.transient(err):
+                    raise
+                return  # not now: the next item asks again
+        self._due = False
+        start = self._upto
+        if self._reply is not None:
+            found = _reply_at(record, self._reply, start or 0)
+            start = start if found is None else found + 1
+            self._reply = None
+        if start is None:
+            return  # joined after the run's start: shown from its next reply on
+        limit = next((i for i in range(start, len(record)) if _replied(record[i])), len(record))
+        for message in record[start:limit]:
+            if message.role == "user" and message.content != EMPTY_REPLY_NUDGE:
+                self._out.line(f"user: {text_block(message.content)}")
+        self._upto = limit
+
+
+def _replied(message: ChatMessage) -> bool:
+    """A reply of the model with text (each has its `text_delta` event)."""
+    return message.role == "assistant" and bool(message.content)
+
+
+def _reply_at(record: list[ChatMessage], text: str, start: int) -> int | None:
+    """Where the reply whose event says `text` is in the record, from `start` on."""
+    for index in range(start, len(record)):
+        if _replied(record[index]) and shorten(record[index].content, EVENT_TEXT_LIMIT) == text:
+            return index
+    return None
+
+
 async def follow(
     client: Client,
     workflow_id: str,
@@ -188,13 +275,19 @@ async def follow(
     on_waiting_for_message: WaitingHandler | None = None,
     stream: bool = True,
     on_question: QuestionHandler | None = None,
+    user_messages: bool = True,
 ) -> Followed:
     """Print the run's events from `after` on until it finishes, and (from the stream) the
-    model's text as it is generated, before the round's tool calls."""
+    model's text as it is generated, before the round's tool calls; with `user_messages`, the
+    session's user messages where their turns begin."""
     handle = AgentHandle(client, workflow_id)
     patience = Patience(on_notice=lambda line: out.info(line) if line else None)
     prompts = _Prompts(handle, out, on_awaiting, on_waiting_for_message, patience)
     prompts.closed = not await prompts.still_open()
+    users = _UserLines(handle, out, patience, from_start=after < 0, shown=user_messages)
+    if prompts.closed and user_messages and not out.json_mode:
+        record = await handle.record()  # a closed run's from its history, as its events
+        users.record = None if record is None else record.messages
     last = after
     items = watch(
         client,
@@ -207,7 +300,11 @@ async def follow(
     async with contextlib.aclosing(items):
         async for item in items:
             if isinstance(item, Text):
+                await users.show()
                 out.stream_text(item.text)
+            elif isinstance(item, Streamed):
+                out.end_text()
+                users.replied(item.text)
             elif isinstance(item, Restart):
                 out.info("  (the model call failed and was retried: ignore the text above)")
             elif isinstance(item, Quiet):
@@ -219,8 +316,13 @@ async def follow(
                     out.info(f"run ended without a finished event: {item.closed_status}{why}")
                 return Followed(item.finish_reason, item.last_seq, item.closed_status)
             else:
+                await users.show()
                 out.event(item)
                 last = item.seq
+                if isinstance(item, TextDeltaEvent):
+                    users.replied(item.delta)
+                elif isinstance(item, WarningEvent):
+                    users.turn_may_have_ended()
                 if isinstance(item, AwaitingApprovalEvent):
                     await prompts.pending_calls()
                 elif isinstance(item, QuestionEvent) and on_question is not None:

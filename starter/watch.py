@@ -10,7 +10,7 @@ retained tail begins later than the follower is, the log fills the gap first.
 
     async with contextlib.aclosing(watch(client, workflow_id)) as items:
         async for item in items:
-            ...  # Text, Restart, an AgentEvent, Quiet, and last Ended
+            ...  # Text, Streamed, Restart, an AgentEvent, Quiet, and last Ended
 
 The command line prints these and asks a person at a terminal (`starter.follow`); the web
 inbox keeps them for every viewer of the run (`starter.web.hub`). `Quiet` comes after a while
@@ -39,7 +39,7 @@ from temporalio.service import RPCError
 from starter import live
 from starter.handle import AgentHandle
 from starter.patience import Patience
-from workflows.model import AgentEvent, BaseEvent, FinishedEvent, FinishReason
+from workflows.model import AgentEvent, BaseEvent, FinishedEvent, FinishReason, TextDeltaEvent
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,16 @@ class Text:
     """A piece of the model's text as it is generated (the live view only; the durable record
     is the round's `text_delta` event)."""
 
+    round: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """The model's reply whose text the `Text` pieces gave is complete: its `text_delta` event
+    (`seq`), left out (`skip_streamed_text`), with the text it holds (a preview, as events do)."""
+
+    seq: int
     round: int
     text: str
 
@@ -88,14 +98,7 @@ class Ended:
     message, a termination's reason)."""
 
 
-Item = Text | Restart | AgentEvent | Quiet | Ended
-
-
-@dataclass(frozen=True)
-class _Skipped:
-    """An event the stream left out on purpose (`skip_streamed_text`)."""
-
-    seq: int
+Item = Text | Streamed | Restart | AgentEvent | Quiet | Ended
 
 
 async def watch(
@@ -113,7 +116,7 @@ async def watch(
 
     - `stream=False`: read the event log only (no live text).
     - `skip_streamed_text`: leave out a `text_delta` event whose text the `Text` pieces
-      already gave (a terminal that printed the pieces).
+      already gave (a terminal that printed the pieces): a `Streamed` item comes in its place.
     - `long_poll=False`: read the stream through its poll query only (no update slot).
     - `patience`: how failures that pass are ridden through, and who is told when they last
       (the caller's, when it asks the run things of its own between items).
@@ -133,7 +136,7 @@ async def watch(
             )
         ) as items:
             async for item in items:
-                if isinstance(item, BaseEvent):
+                if isinstance(item, BaseEvent | Streamed):
                     last = item.seq
                 yield item
                 if isinstance(item, Ended):
@@ -154,7 +157,7 @@ async def _from_stream(
 ) -> AsyncGenerator[Item, None]:
     """The stream's items until `finished` (then `Ended`), or until the stream ends without it
     or cannot be read (then nothing more: the caller reads the log)."""
-    queue: asyncio.Queue[Item | _Skipped] = asyncio.Queue()
+    queue: asyncio.Queue[Item] = asyncio.Queue()
     subscription = asyncio.create_task(
         live.follow(
             client,
@@ -163,7 +166,7 @@ async def _from_stream(
             on_event=queue.put_nowait,
             on_restart=lambda round_: queue.put_nowait(Restart(round_)),
             skip_streamed_text=skip_streamed_text,
-            on_skip=lambda event: queue.put_nowait(_Skipped(event.seq)),
+            on_skip=lambda event: queue.put_nowait(_streamed(event)),
             long_poll=long_poll,
             patience=patience,
         )
@@ -183,7 +186,7 @@ async def _from_stream(
                 yield Quiet(last)
                 continue
             item = getter.result()
-            if not isinstance(item, BaseEvent | _Skipped):
+            if not isinstance(item, BaseEvent | Streamed):
                 yield item
                 continue
             if item.seq <= last:
@@ -200,9 +203,6 @@ async def _from_stream(
                     if isinstance(missing, FinishedEvent):
                         yield Ended(missing.finish_reason, last)
                         return
-            if isinstance(item, _Skipped):  # a text_delta whose text the pieces gave
-                last = item.seq
-                continue
             yield item
             last = item.seq
             if isinstance(item, FinishedEvent):
@@ -212,6 +212,11 @@ async def _from_stream(
         subscription.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await subscription
+
+
+def _streamed(event: AgentEvent) -> Streamed:
+    delta = event.delta if isinstance(event, TextDeltaEvent) else ""
+    return Streamed(event.seq, event.round, delta)
 
 
 def _log_end(workflow_id: str, subscription: asyncio.Task[FinishReason]) -> None:

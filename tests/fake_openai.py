@@ -120,14 +120,20 @@ class Reply:
     """Seconds the streamed body stays open after `[DONE]` (a misbehaving provider)."""
     finish_reason: str | None = None
     """The finish_reason sent; None: `tool_calls` when there are calls, else `stop`."""
+    chunk_delay: float = 0.0
+    """Seconds between streamed chunks (a reply generated at a person's reading pace)."""
 
     @property
     def finish(self) -> str:
         return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
 
 
-def text(content: str, chunk_size: int = 3, finish_reason: str | None = None) -> Reply:
-    return Reply(text=content, chunk_size=chunk_size, finish_reason=finish_reason)
+def text(
+    content: str, chunk_size: int = 3, finish_reason: str | None = None, chunk_delay: float = 0.0
+) -> Reply:
+    return Reply(
+        text=content, chunk_size=chunk_size, finish_reason=finish_reason, chunk_delay=chunk_delay
+    )
 
 
 def tool_calls(
@@ -774,6 +780,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif streaming and not behaviour.force_json:
             self._start_stream()
             for chunk in stream_chunks(behaviour):
+                if behaviour.chunk_delay:
+                    self._pause(behaviour.chunk_delay)
                 self._event(chunk)
             self._event("[DONE]")
             if behaviour.open_after_done:

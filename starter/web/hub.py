@@ -46,7 +46,7 @@ from starter.inbox import (
 )
 from starter.patience import Patience
 from starter.record import RunRecord
-from starter.watch import Ended, Quiet, Restart, Text, watch
+from starter.watch import Ended, Quiet, Restart, Streamed, Text, watch
 from starter.web.run_answers import Key, RunAnswers
 from workflows.model import AgentEvent, AgentStatus, AuditView, ChatMessage, FinishedEvent
 
@@ -335,8 +335,8 @@ class RunWatch:
                         self.state.pieces.append(Piece(item.round, item.text))
                     elif isinstance(item, Restart):
                         self.state.pieces.append(Piece(item.round, "", True))
-                    elif isinstance(item, Quiet):
-                        continue
+                    elif isinstance(item, Quiet | Streamed):
+                        continue  # (no Streamed: the page takes every text_delta event)
                     elif isinstance(item, Ended):
                         if item.closed_status is not None:
                             self.state.closed = item.closed_status.lower()
