@@ -5,7 +5,8 @@ stops.
   once: each failed attempt logs one line and tells the run (`model_unreachable`: the run warns
   every follower), and the next attempt comes after the usual backoff (1 s, 2 s, 4 s, … at most
   60 s). Once LLM_MAX_WAIT has passed since the first attempt, the call gives up and the run
-  ends with an error saying so.
+  ends with an error saying so; its details name the server, so a session's turn ends instead
+  (`names.MODEL_UNREACHABLE_DETAIL`).
 - A server that stops in the middle of its reply (killed, restarted: the connection closed) is
   a failed attempt like those: one log line, the run told, the same backoff; it is tried at
   most LLM_ATTEMPTS times, as any other failure.
@@ -107,7 +108,11 @@ async def unreachable(
             message += f" ({SETTING} {duration(max_wait)})"
         activity.logger.warning(message)
         return ApplicationError(
-            message, type=err.type, non_retryable=True, category=ApplicationErrorCategory.BENIGN
+            message,
+            {names.MODEL_UNREACHABLE_DETAIL: err.server, "waited_seconds": round(waited)},
+            type=err.type,
+            non_retryable=True,
+            category=ApplicationErrorCategory.BENIGN,
         )
     message = (
         f"{said}: attempt {info.attempt} failed, trying again in {duration(delay)}"

@@ -73,6 +73,7 @@ with workflow.unsafe.imports_passed_through():
         CANCELLED_MESSAGE,
         cancel_message,
         empty_reply,
+        outage_warning,
         repeat_limit_warning,
         round_limit_warning,
     )
@@ -338,10 +339,14 @@ class AgentWorkflow:
     # ------------------------------------------------------------ the model
 
     async def _ask_model(self) -> LlmResponse | None:
-        """One model call (`ModelCall`). None when the run ended (an error) or a cancel
-        interrupted the call."""
+        """One model call (`ModelCall`). None when the run ended (an error), a session's turn
+        ended (the model server out of reach), or a cancel interrupted the call."""
         asked = await self._model.ask()
         if isinstance(asked, Ended):
+            if asked.outage and self._rules.outage_ends_turn and self._turns.in_session():
+                self._warn(outage_warning(asked.problem))  # a later message asks again
+                self._turns.await_next()
+                return None
             self._finish("error", asked.problem)
             return None
         return asked

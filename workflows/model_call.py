@@ -42,6 +42,9 @@ class Ended:
     """The run cannot go on: it ends `error` saying why."""
 
     problem: str
+    outage: bool = False
+    """The model server stayed out of reach until the call gave up: a session's turn ends
+    instead (`Rules.outage_ends_turn`)."""
 
 
 class ModelCall:
@@ -121,7 +124,7 @@ class ModelCall:
                 if (problem := self._compactor.too_long(named, detail, sent)) is None:
                     return None
                 return Ended(problem)
-            return Ended(f"LLM call failed: {detail}")
+            return Ended(f"LLM call failed: {detail}", calls.model_unreachable(err) is not None)
         finally:
             self._inflight.remove("llm")
         self._compactor.learn(response.usage, sent)

@@ -45,6 +45,9 @@ approver rules."""
 LOOP_COST_2 = "loop-cost-2"
 """The seventh release: a generation's first model call carries a small conversation (the
 prompt) itself, so no model call of a short run reads the conversation by query."""
+SESSIONS_OUTLIVE_OUTAGES = "sessions-outlive-outages-1"
+"""A model server out of reach past the worker's wait ends a session's turn, not the session, and
+a call answered with a person's remembered no is in the audit like the calls people answered."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,8 @@ PATCHES = (
           date(2027, 1, 5)),
     Patch(LOOP_COST_2, "a generation's first model call carries a small conversation", "0.7",
           date(2027, 1, 6)),
+    Patch(SESSIONS_OUTLIVE_OUTAGES, "an outage ends a session's turn, remembered noes audited",
+          "1.0", date(2027, 1, 8)),
 )  # fmt: skip
 
 
@@ -134,6 +139,9 @@ class Rules:
     """The calls a rule sent to a person are forgotten once their batch ran."""
     audit: bool = True
     """Every decision is recorded for the `audit` query and the memo."""
+    audit_remembered_rejections: bool = True
+    """A call answered with a person's no remembered for the turn (nobody asked again) is in the
+    audit too, with who said no first."""
     verify_signed_answers: bool = True
     """A signed answer is taken only once the worker verified its signature (`verify_answer`, a
     local activity); the run waits for such checks in flight before it ends or continues."""
@@ -169,6 +177,10 @@ class Rules:
     """An empty reply is asked again once, with a nudge."""
     llm_retried_until_given_up: bool = True
     """The model call is retried until the activity itself gives up."""
+    outage_ends_turn: bool = True
+    """In a session, a model server that stays out of reach past the worker's `LLM_MAX_WAIT`
+    ends the turn with a warning, and the session waits for the next message (else: the run
+    ends `error`)."""
     token_budget: bool = True
     """At its token budget (`options.max_run_tokens`, the worker's `AGENT_MAX_RUN_TOKENS`) the
     run calls the model no more and waits for a person to grant more or stop it."""
@@ -211,9 +223,17 @@ class Rules:
         return cls()
 
     @classmethod
+    def loop_cost_2(cls) -> Rules:
+        """Runs whose newest marker is `loop-cost-2`: an outage ends the run, and a remembered
+        no is answered without an audit entry, as when they were recorded."""
+        return replace(
+            cls.this_release(), outage_ends_turn=False, audit_remembered_rejections=False
+        )
+
+    @classmethod
     def loop_cost(cls) -> Rules:
         """The sixth release (0.6)."""
-        return replace(cls.this_release(), first_request_inline=False)
+        return replace(cls.loop_cost_2(), first_request_inline=False)
 
     @classmethod
     def people_in_charge(cls) -> Rules:
@@ -297,8 +317,10 @@ class Rules:
         """Read the patch markers (call once, from the workflow's `__init__`): the same
         `workflow.patched` calls in the same order as every earlier release, so recorded
         histories replay."""
-        if workflow.patched(LOOP_COST_2):
+        if workflow.patched(SESSIONS_OUTLIVE_OUTAGES):
             return cls.this_release()
+        if workflow.patched(LOOP_COST_2):
+            return cls.loop_cost_2()
         if workflow.patched(LOOP_COST):
             return cls.loop_cost()
         if workflow.patched(PEOPLE_IN_CHARGE):
