@@ -18,7 +18,7 @@ from datetime import datetime
 
 from workflows import bounds, legacy, metrics
 from workflows.arguments import arguments_digest
-from workflows.audit import record_decision
+from workflows.audit import record_decision, record_remembered
 from workflows.conversation import Conversation
 from workflows.edits import Edit, edited_call
 from workflows.expiry import approval_problem, escalated_groups, rule_groups
@@ -37,9 +37,9 @@ from workflows.model import (
 )
 from workflows.policy import Verdict
 from workflows.quorum import Escalated, Votes
-from workflows.reconstruction import runnable
+from workflows.reconstruction import Respond, Step, runnable
 from workflows.remember import remember, remembered_rule
-from workflows.repeats import Repeats
+from workflows.repeats import Repeats, already_rejected_message
 from workflows.rules import Approvers, PolicyRule
 from workflows.run_policy import RunPolicy
 from workflows.shown import shorten
@@ -98,6 +98,7 @@ class Approvals:
             enabled=rules.repeat_limit,
             per_turn=rules.per_turn_limits,
             count_answers=rules.rejections_count_as_repeats,
+            remember_who=rules.audit_remembered_rejections,
         )
 
     # ---- the worker's tools
@@ -462,6 +463,19 @@ class Approvals:
         if arguments_error is not None and call.id in self._state.cut_off:
             return cut_off_message(self._state.cut_off[call.id])
         return None
+
+    def audit_remembered(self, steps: Sequence[Step]) -> None:
+        """The calls of a batch answered with a person's no remembered for the turn (nobody was
+        asked) join the audit, as the calls people answered do."""
+        if not (self._rules.audit and self._rules.audit_remembered_rejections):
+            return
+        for step in steps:
+            if not isinstance(step, Respond) or step.call.id in self._state.answers:
+                continue
+            no = self.repeats.remembered(step.call)
+            if no is None or step.content != already_rejected_message(step.call, no.reason):
+                continue
+            record_remembered(self._state, step.call, no.approver, no.reason, self._now())
 
     def batch_done(self) -> None:
         """The pending calls all have their tool messages: their answers are spent."""

@@ -29,6 +29,14 @@ REMEMBERED_REASON_CHARS = 500
 
 
 @dataclass(frozen=True)
+class Remembered:
+    """A person's no remembered for the turn: its reason, and who said it."""
+
+    reason: str | None
+    approver: str | None
+
+
+@dataclass(frozen=True)
 class Refusal:
     content: str
     """The tool message the model gets instead of a result."""
@@ -63,6 +71,7 @@ class Repeats:
         enabled: bool,
         per_turn: bool = False,
         count_answers: bool = False,
+        remember_who: bool = False,
     ) -> None:
         self._state = state
         self._enabled = enabled
@@ -70,6 +79,8 @@ class Repeats:
         """Runs of this release: counts per turn, rejections counted and remembered."""
         self._count_answers = count_answers
         """Runs of this release: a batch's answers count (`count_answers`)."""
+        self._remember_who = self._per_turn and remember_who
+        """Who rejected a call is remembered with the rejection, for the audit."""
 
     @property
     def scope(self) -> str:
@@ -118,7 +129,7 @@ class Repeats:
             return
         _count(self._state.call_runs, call_key(call))
 
-    def rejected(self, call: ToolCall, reason: str | None) -> None:
+    def rejected(self, call: ToolCall, reason: str | None, approver: str | None = None) -> None:
         """A person rejected `call`: remembered for the turn, and counted like a run."""
         if not self._per_turn:
             return
@@ -128,7 +139,23 @@ class Repeats:
         rejections[key] = None if reason is None else shorten(reason, REMEMBERED_REASON_CHARS)
         while len(rejections) > MAX_REMEMBERED_REJECTIONS:
             del rejections[next(iter(rejections))]
+        if self._remember_who:
+            who = self._state.turn_rejected_by
+            who[key] = None if approver is None else shorten(approver, REMEMBERED_REASON_CHARS)
+            for gone in [k for k in who if k not in rejections]:
+                del who[gone]
         self.ran(call)
+
+    def remembered(self, call: ToolCall) -> Remembered | None:
+        """The person's no that `call` is answered with (the same call rejected earlier in the
+        turn), or None."""
+        if not self._per_turn:
+            return None
+        key = call_key(call)
+        if key not in self._state.turn_rejections:
+            return None
+        reason = self._state.turn_rejections[key]
+        return Remembered(reason, self._state.turn_rejected_by.get(key))
 
     def past_limit(self, pending: Sequence[ToolCall]) -> bool:
         """Whether a pending call is answered because it is past the repeat limit (read before
@@ -145,7 +172,7 @@ class Repeats:
             record = self._state.answers.get(call.id)
             if record is not None:
                 if record.source == "person" and not record.approved:
-                    self.rejected(call, record.reason)
+                    self.rejected(call, record.reason, record.approver)
                 continue
             refusal = self.refusal(call)
             if refusal is not None and not refusal.past_limit:
@@ -157,6 +184,7 @@ class Repeats:
             return
         self._state.call_runs.clear()
         self._state.turn_rejections.clear()
+        self._state.turn_rejected_by.clear()
 
 
 def _count(runs: dict[str, int], key: str) -> None:
