@@ -169,7 +169,9 @@ def assert_followed_to_the_end(follower: Follower) -> None:
     assert any(line.startswith(f"[r0] tool_result {CALL} run_command") for line in lines), said
     assert lines[-1] == "finished: stop", said
     notices = [line for line in lines if NOTICE in line]
-    assert len(notices) == 1, said  # one line, however long it lasted
+    # One line for the outage, however long it lasted (a second only if a loaded worker, back,
+    # were slow again for seconds: the rule of one line per trouble is tests/unit/test_patience.py).
+    assert 1 <= len(notices) <= 2, said
     for noise in NOISE:
         assert noise not in follower.err and noise not in follower.out, said
 
