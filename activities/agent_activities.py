@@ -25,7 +25,7 @@ from activities.context_window import DEFAULT_CONTEXT_TOKENS
 from activities.conversation_cache import NOTHING, ConversationCache, Held, joined
 from activities.enforcement import enforced_refusal, opened_check
 from activities.heartbeat import heartbeating
-from activities.llm import OpenAIChatClient, ServerUnreachable
+from activities.llm import OpenAIChatClient, ServerDropped, ServerUnreachable
 from activities.markers import IdempotencyMarkers
 from activities.notify import Notifier
 from activities.policy_file import PolicyActivities
@@ -172,6 +172,10 @@ class AgentActivities:
             except ServerUnreachable as err:
                 raise await model_retries.unreachable(
                     err, info, wait, self._temporal(), request.workflow_id
+                ) from None
+            except ServerDropped as err:
+                raise await model_retries.dropped(
+                    err, info, self._temporal(), request.workflow_id
                 ) from None
             except ApplicationError as err:
                 raise model_retries.after_failure(err, info) from None

@@ -471,7 +471,8 @@ class Settings(BaseSettings):
         600.0,
         "seconds a model call keeps trying a server that cannot be reached (refused, connect"
         " timeout, DNS, TLS); every failed attempt is a `warning` event and one log line, then"
-        " the run ends `error`",
+        " the run ends `error` (a `keep_alive` session's turn ends, and it waits for the next"
+        " message)",
         shown="`600`",
     )
     llm_max_tokens: Annotated[int | None, BeforeValidator(_optional(_whole))] = setting(

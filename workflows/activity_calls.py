@@ -112,6 +112,15 @@ async def summarize(request: SummaryRequest) -> SummaryResponse:
     return summary
 
 
+def model_unreachable(err: ActivityError) -> str | None:
+    """The model server that stayed out of reach until `call_llm` gave up (its scheme, host and
+    port), or None for any other failure."""
+    cause = err.cause
+    details = cause.details[0] if isinstance(cause, ApplicationError) and cause.details else None
+    server = details.get(names.MODEL_UNREACHABLE_DETAIL) if isinstance(details, dict) else None
+    return server if isinstance(server, str) else None
+
+
 def context_exceeded(err: ActivityError) -> tuple[int | None, int | None] | None:
     """The provider said the request was too long for the model: (its window, its count of the
     request), each None where it named none; None for any other failure."""

@@ -128,6 +128,11 @@ class AgentState(BaseModel):
     """The calls (hashed as in `call_runs`) a person rejected in this turn, with the reason
     given: the same call again is answered with that rejection without asking anyone. Bounded
     (`workflows.gate.repeats`)."""
+    turn_rejected_by: dict[str, str | None] = Field(
+        default_factory=dict, exclude_if=lambda value: not value
+    )
+    """Who rejected each of `turn_rejections` (the same keys), for the audit of the calls
+    answered with it. Left out of the JSON while empty."""
     context: ContextState = Field(default_factory=ContextState)
     """The model's window and the compaction of its view (`workflows.conversation.window`)."""
     setup: WorkerSetup | None = None

@@ -113,6 +113,10 @@ class AuditEntry(BaseModel):
     approval timeout passed unanswered, source `timeout`), was asked again (`reopened`, by
     `approver`) or `escalated` (to the groups in `reason`). Only a decision approves or
     rejects: `approved` is false for the others."""
+    remembered: bool = Field(default=False, exclude_if=lambda value: not value)
+    """A rejection nobody gave again: the call is the same as one a person rejected earlier in
+    the turn, answered with that no (`approver` is who said it first, `reason` theirs) without
+    asking anyone. Left out of the JSON otherwise."""
 
 
 class AuditCounts(BaseModel):
@@ -137,6 +141,9 @@ class AuditCounts(BaseModel):
     """Expired calls a person asked again (`reopen_approval`)."""
     escalated: int = Field(default=0, exclude_if=lambda value: value == 0)
     """Calls escalated to more groups (`approval_escalate_after_seconds`)."""
+    remembered: int = Field(default=0, exclude_if=lambda value: value == 0)
+    """Calls answered with a person's remembered no (left out of the JSON while 0; not counted in
+    `rejected_by_person`, which counts the noes people gave)."""
 
 
 class AuditView(BaseModel):

@@ -63,6 +63,26 @@ def record_decision(
     _keep(state, entry)
 
 
+def record_remembered(
+    state: AgentState, call: ToolCall, approver: str | None, reason: str | None, at: datetime
+) -> None:
+    """Add a call answered with a person's no remembered for the turn (nobody was asked): who
+    said it first, and that the answer was remembered."""
+    entry = AuditEntry(
+        call_id=call.id,
+        tool=call.name,
+        arguments=audit_arguments(call.arguments),
+        approved=False,
+        source="person",
+        approver=approver,
+        reason=None if reason is None else shorten(reason, 500),
+        at=at,
+        remembered=True,
+    )
+    state.audit_counts.remembered += 1
+    _keep(state, entry)
+
+
 def record_answer(state: AgentState, call: ToolCall, record: QuestionRecord) -> None:
     """Add a question's answer (`ask_user`) to the run's audit: who answered, when, what."""
     answer = record.answer

@@ -71,6 +71,7 @@ with workflow.unsafe.imports_passed_through():
         CANCELLED_MESSAGE,
         cancel_message,
         empty_reply,
+        outage_warning,
         repeat_limit_warning,
         round_limit_warning,
     )
@@ -251,6 +252,14 @@ class AgentWorkflow:
                 continue
             asked = await self._model.ask()
             if isinstance(asked, Ended):
+                if (
+                    asked.outage
+                    and state.options.keep_alive
+                    and self._ctx.patched.sessions_outlive_outages
+                ):
+                    self._warn(outage_warning(asked.problem))  # a later message asks again
+                    self._turns.await_next()
+                    continue
                 return self._finish("error", asked.problem)
             if asked is None or state.cancel is not None or state.messages[-1].tool_calls:
                 continue  # the next iteration ends the run, runs the calls or waits for approval

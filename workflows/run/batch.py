@@ -91,6 +91,7 @@ class Batch:
         )
         steps = self._questions.steps(steps)
         past_limit = self._turns.in_session() and self._approvals.repeats.past_limit(pending)
+        self._approvals.audit_remembered(steps)
         self._approvals.repeats.count_answers(pending)
         await self.run(pending, steps)
         self._approvals.batch_done()
