@@ -144,6 +144,8 @@ class AgentActivities:
             payload_store=self._settings.payload_store is not None,
             notify=self._notifier.enabled,
             ask_user=self._settings.ask_user,
+            sub_agents=self._settings.sub_agents,
+            max_depth=self._settings.max_depth,
             max_run_tokens=self._settings.max_run_tokens,
             budget_groups=list(self._settings.budget_groups),
             escalate_after_seconds=self._settings.escalate_after_seconds,

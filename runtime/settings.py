@@ -677,6 +677,21 @@ class Settings(BaseSettings):
         " ([questions](docs/questions.md))",
         shown="`false`",
     )
+    sub_agents: Switch = setting(
+        "AGENT_SUB_AGENTS",
+        False,
+        "offer the model the `delegate` tool (a task handed to a sub-agent, a child run under"
+        " the same people, rules and budget) in runs that do not set `options.sub_agents`"
+        " ([sub-agents](docs/sub-agents.md))",
+        shown="`false`",
+    )
+    max_depth: Annotated[int, BeforeValidator(_whole)] = setting(
+        "AGENT_MAX_DEPTH",
+        2,
+        "a sub-agent may delegate again only while its depth is below this (a run's own"
+        " sub-agents are depth 1)",
+        shown="`2`",
+    )
     escalate_after_seconds: SecondsOrNone = setting(
         "AGENT_ESCALATE_AFTER_SECONDS",
         None,

@@ -22,6 +22,9 @@ LOOP_COST_2 = "loop-cost-2"
 SESSIONS_OUTLIVE_OUTAGES = "sessions-outlive-outages-1"
 """A model server out of reach past the worker's wait ends a session's turn, not the session, and
 a call answered with a person's remembered no is in the audit like the calls people answered."""
+SUB_AGENTS = "sub-agents-1"
+"""A run may delegate (`delegate`): a sub-agent is a child run under the same people, rules and
+budget."""
 OWN_KEYS = "own-keys-1"
 """People sign with their own keys, and what follows from it: a signed decision's groups are
 the worker's (its approvers file), never the sender's, so eligibility is checked after the
@@ -49,6 +52,8 @@ PATCHES = (
           "1.0", date(2027, 1, 8)),
     Patch(OWN_KEYS, "people sign with their own keys; groups only from the worker", "1.0",
           date(2027, 1, 8)),
+    Patch(SUB_AGENTS, "sub-agents: a run that delegates, as a child run", "1.0",
+          date(2027, 1, 8)),
 )  # fmt: skip
 
 
@@ -61,6 +66,8 @@ class Patched:
     """`SESSIONS_OUTLIVE_OUTAGES`."""
     own_keys: bool = True
     """`OWN_KEYS`."""
+    sub_agents: bool = True
+    """`SUB_AGENTS`."""
 
 
 def this_run() -> Patched:
@@ -70,4 +77,5 @@ def this_run() -> Patched:
     return Patched(
         sessions_outlive_outages=workflow.patched(SESSIONS_OUTLIVE_OUTAGES),
         own_keys=workflow.patched(OWN_KEYS),
+        sub_agents=workflow.patched(SUB_AGENTS),
     )

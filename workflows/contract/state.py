@@ -22,7 +22,13 @@ from workflows.contract.events import AgentEvent
 from workflows.contract.inputs import AgentRunOptions, CancelRequest
 from workflows.contract.messages import ChatMessage, Usage, describe_validation
 from workflows.contract.rules import PolicyRule, WorkerPolicy
-from workflows.contract.views import ApprovalRecord, AuditCounts, AuditEntry, QuestionRecord
+from workflows.contract.views import (
+    ApprovalRecord,
+    AuditCounts,
+    AuditEntry,
+    QuestionRecord,
+    SubAgentStatus,
+)
 
 
 class ContextState(BaseModel):
@@ -164,6 +170,18 @@ class AgentState(BaseModel):
     """Pending calls escalated (`approval_escalate_after_seconds`) → the groups that may answer
     them too (unless the worker's enforced approver rule decides the call: only its groups may);
     cleared when their batch ran. Bounded by the calls of one reply."""
+    sub_agents: dict[str, SubAgentStatus] = Field(
+        default_factory=dict, exclude_if=lambda value: not value
+    )
+    """The sub-agents the pending `delegate` calls started, by call id, as each last reported
+    itself (cleared when their batch ran; left out of the JSON while none)."""
+    sub_agent_tokens: int = Field(default=0, exclude_if=lambda value: not value)
+    """Tokens the run's finished sub-agents used: the tree's budget counts them."""
+    sub_agent_grants: dict[str, int] = Field(
+        default_factory=dict, exclude_if=lambda value: not value
+    )
+    """Tokens people granted each running sub-agent at its own budget, by call id: they count
+    for the tree (added to the run's grants when the sub-agent ends)."""
     cut_off: dict[str, int | None] = Field(default_factory=dict)
     """Pending calls of a reply cut off at the token limit (`finish_reason: length`), with the
     `max_tokens` the request carried: a call whose arguments were cut is told so."""

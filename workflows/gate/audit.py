@@ -157,6 +157,18 @@ def record_action(
     _keep(state, entry)
 
 
+def record_sub_agent(state: AgentState, entries: list[AuditEntry], workflow_id: str) -> None:
+    """A sub-agent's decisions join its parent's audit, each naming the sub-agent (an entry of
+    a sub-agent's own sub-agent keeps the id it has). Counted as the run's own are."""
+    for entry in entries:
+        named = (
+            entry
+            if entry.workflow_id is not None
+            else entry.model_copy(update={"workflow_id": workflow_id})
+        )
+        _keep(state, named)
+
+
 def _keep(state: AgentState, entry: AuditEntry) -> None:
     """The entry joins the audit; the oldest go past its budget (counted)."""
     size = len(entry.model_dump_json())

@@ -25,6 +25,7 @@ from workflows.gate.reconstruction import Execute, Respond, Step, plan_resume
 from workflows.model import ToolCall, ToolRequest, ToolResultEvent
 from workflows.people.questions import Questions
 from workflows.run.event_log import EVENT_TEXT_LIMIT
+from workflows.run.sub_agents import DELEGATE, SubAgents
 from workflows.run.turns import Turns
 from workflows.run.wording import INTERRUPTED_TOOL
 from workflows.shown import shorten
@@ -59,11 +60,13 @@ class Batch:
         questions: Questions,
         turns: Turns,
         inflight: InFlight,
+        sub_agents: SubAgents,
     ) -> None:
         self._ctx = ctx
         self._state = ctx.state
         self._questions = questions
         self._turns = turns
+        self._sub_agents = sub_agents
         self._conversation = conversation
         self._approvals = approvals
         self._inflight = inflight
@@ -96,6 +99,7 @@ class Batch:
         await self.run(pending, steps)
         self._approvals.batch_done()
         self._questions.batch_done()
+        self._sub_agents.batch_done()
         state.approval_wait = None
         self._conversation.flush_held()
         return past_limit
@@ -126,6 +130,10 @@ class Batch:
 
     async def _execute(self, step: Execute) -> None:
         call = step.call
+        if call.name == DELEGATE and self._sub_agents.enabled:
+            self._results[call.id] = await self._sub_agents.run(call, step.arguments)
+            self._executed.add(call.id)
+            return
         spec = self._approvals.spec(call.name)
         info = workflow.info()
         request = ToolRequest(
