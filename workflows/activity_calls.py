@@ -70,6 +70,12 @@ def failure_detail(err: ActivityError) -> str:
     return cause.message if isinstance(cause, ApplicationError) else str(cause or err)
 
 
+def failure_type(err: ActivityError) -> str | None:
+    """The type of the error an activity raised (an `ApplicationError`'s), or None."""
+    cause = err.cause
+    return cause.type if isinstance(cause, ApplicationError) else None
+
+
 def is_cancellation(err: BaseException) -> bool:
     return isinstance(err, asyncio.CancelledError) or (
         isinstance(err, ActivityError) and isinstance(err.cause, CancelledError)

@@ -53,6 +53,11 @@ ACTIVITY_VERIFY_ANSWER = "verify_answer"
 approvers file and says whose groups the signer has (the verdict is recorded in the history, so
 replay never needs the file)."""
 
+ERROR_NEEDS_PERSON = "NeedsPerson"
+"""The type of `execute_tool`'s failure for a call the worker's enforced `ask` rule sends to a
+person where the run's view of the call did not (a symlink to a guarded path): the call goes
+back to waiting for a person; nothing ran."""
+
 # Search attributes: the cluster-wide approval inbox.
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
 AGENT_PENDING_APPROVALS = SearchAttributeKey.for_int("AgentPendingApprovals")

@@ -182,6 +182,9 @@ class AgentState(BaseModel):
     )
     """Tokens people granted each running sub-agent at its own budget, by call id: they count
     for the tree (added to the run's grants when the sub-agent ends)."""
+    held_results: dict[str, str] = Field(default_factory=dict, exclude_if=lambda value: not value)
+    """The results of a batch whose call the worker sent back to wait for a person, by call id:
+    appended with it, in call order, once it ran (left out of the JSON while none)."""
     cut_off: dict[str, int | None] = Field(default_factory=dict)
     """Pending calls of a reply cut off at the token limit (`finish_reason: length`), with the
     `max_tokens` the request carried: a call whose arguments were cut is told so."""

@@ -56,7 +56,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.people.notifications import Notifier
     from workflows.people.questions import Questions
     from workflows.run import generations
-    from workflows.run.batch import Batch, InFlight
+    from workflows.run.batch import Batch, InFlight, Resumed
     from workflows.run.doors import Doors
     from workflows.run.event_log import EVENT_TEXT_LIMIT, EventLog
     from workflows.run.handlers import Handlers
@@ -241,9 +241,11 @@ class AgentWorkflow:
             pending = self._conversation.pending()
             if pending:
                 if state.seed_mode or not self._waiting_for_person(pending):
-                    past_limit = await self._batch.resume(pending)
+                    resumed = await self._batch.resume(pending)
+                    if resumed is Resumed.HANDED_BACK:
+                        continue  # a call waits for a person after all: the same round
                     state.round += 1
-                    if past_limit:
+                    if resumed is Resumed.PAST_LIMIT:
                         self._turns.end(repeat_limit_warning(state.options.max_repeats))
                     continue
                 timed_out = await self._waits.for_answers(pending)
