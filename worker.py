@@ -184,7 +184,8 @@ RUNS_OWN = "(run's)"
 def switched_on(settings: Settings, rules: int) -> str:
     """The end of the ready line: what is on, in its `key=value` style. The policy file and its
     number of `rules`, encryption, where notifications go (scheme, host and port: never the path,
-    which may be a token), the escalation defaults and the groups who may grant tokens."""
+    which may be a token), the escalation defaults, the groups who may grant tokens and whether
+    runs may delegate to sub-agents (and how deep)."""
     policy = f"{settings.policy_file}({rules} rule{'' if rules == 1 else 's'})"
     notify = settings.notify_url
     after, groups = settings.escalate_after_seconds, settings.escalate_to
@@ -198,6 +199,7 @@ def switched_on(settings: Settings, rules: int) -> str:
         "notifications": f"on({shown_notify_url(notify, rest=False)})" if notify else "off",
         "escalation": escalation,
         "budget_groups": ",".join(settings.budget_groups) or "any",
+        "sub_agents": f"on(depth {settings.max_depth})" if settings.sub_agents else "off",
     }
     return " ".join(f"{key}={value}" for key, value in fields.items())
 

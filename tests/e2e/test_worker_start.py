@@ -89,7 +89,7 @@ async def test_the_ready_line_says_what_is_on(
     assert " run_command=on limits=" in ready and " sandbox=none " in ready, ready
     assert ready.endswith(
         " policy=none encryption=on notifications=on(https://hooks.example:8443)"
-        " escalation=after 300s to ops,leads budget_groups=finance,ops"
+        " escalation=after 300s to ops,leads budget_groups=finance,ops sub_agents=off"
     ), ready
 
 
@@ -101,5 +101,5 @@ async def test_the_ready_line_of_a_worker_with_nothing_on(
         ready = worker.output()[-1]
     assert ready.endswith(
         " sandbox=none policy=none encryption=off notifications=off escalation=off"
-        " budget_groups=any"
+        " budget_groups=any sub_agents=off"
     ), ready

@@ -9,7 +9,10 @@ from pathlib import Path
 from runtime.settings import Settings
 from worker import switched_on
 
-NOTHING = "policy=none encryption=off notifications=off escalation=off budget_groups=any"
+NOTHING = (
+    "policy=none encryption=off notifications=off escalation=off budget_groups=any"
+    " sub_agents=off"
+)
 
 
 def settings(**values: object) -> Settings:
@@ -42,7 +45,13 @@ def test_escalation_and_budget_groups():
     other_half = settings(escalate_to=("ops",))
     assert " escalation=after (run's) to ops " in switched_on(other_half, 0)
     groups = settings(budget_groups=("finance", "ops"))
-    assert switched_on(groups, 0).endswith(" budget_groups=finance,ops")
+    assert " budget_groups=finance,ops " in switched_on(groups, 0)
+
+
+def test_sub_agents_and_their_depth():
+    assert switched_on(settings(sub_agents=True), 0).endswith(" sub_agents=on(depth 2)")
+    deeper = settings(sub_agents=True, max_depth=3)
+    assert switched_on(deeper, 0).endswith(" sub_agents=on(depth 3)")
 
 
 def test_encryption_is_on_with_a_key_or_keys():
