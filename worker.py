@@ -188,8 +188,9 @@ RUNS_OWN = "(run's)"
 def switched_on(settings: Settings, rules: int, people: int | None = None) -> str:
     """The end of the ready line: what is on, in its `key=value` style. The policy file and its
     number of `rules`, encryption, where notifications go (scheme, host and port: never the path,
-    which may be a token), the escalation defaults, the groups who may grant tokens, and the
-    approvers file with its number of `people`."""
+    which may be a token), the escalation defaults, the groups who may grant tokens, the
+    approvers file with its number of `people`, and whether runs may delegate to sub-agents (and
+    how deep)."""
     policy = f"{settings.policy_file}({rules} rule{'' if rules == 1 else 's'})"
     approvers = "none"
     if settings.approvers_file is not None and people is not None:
@@ -207,6 +208,7 @@ def switched_on(settings: Settings, rules: int, people: int | None = None) -> st
         "escalation": escalation,
         "budget_groups": ",".join(settings.budget_groups) or "any",
         "approvers": approvers,
+        "sub_agents": f"on(depth {settings.max_depth})" if settings.sub_agents else "off",
     }
     return " ".join(f"{key}={value}" for key, value in fields.items())
 

@@ -25,7 +25,7 @@ from activities.context_window import DEFAULT_CONTEXT_TOKENS
 from activities.conversation_cache import NOTHING, ConversationCache, Held, joined
 from activities.enforcement import enforced_refusal, opened_check
 from activities.heartbeat import heartbeating
-from activities.llm import OpenAIChatClient, ServerUnreachable
+from activities.llm import OpenAIChatClient, ServerDropped, ServerUnreachable
 from activities.markers import IdempotencyMarkers
 from activities.notify import Notifier
 from activities.policy_file import PolicyActivities
@@ -149,6 +149,8 @@ class AgentActivities:
             payload_store=self._settings.payload_store is not None,
             notify=self._notifier.enabled,
             ask_user=self._settings.ask_user,
+            sub_agents=self._settings.sub_agents,
+            max_depth=self._settings.max_depth,
             max_run_tokens=self._settings.max_run_tokens,
             budget_groups=list(self._settings.budget_groups),
             escalate_after_seconds=self._settings.escalate_after_seconds,
@@ -178,6 +180,10 @@ class AgentActivities:
             except ServerUnreachable as err:
                 raise await model_retries.unreachable(
                     err, info, wait, self._temporal(), request.workflow_id
+                ) from None
+            except ServerDropped as err:
+                raise await model_retries.dropped(
+                    err, info, self._temporal(), request.workflow_id
                 ) from None
             except ApplicationError as err:
                 raise model_retries.after_failure(err, info) from None

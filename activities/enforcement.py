@@ -8,7 +8,10 @@ arguments that will run:
 - a call they `deny` is answered `Rejected: {reason}` and the tool never runs;
 - a call they `ask` about runs only when a person approved it (the request's `answered_by` is
   `person`): an answer a run's input seeded, a run rule or a remembered decision is not a
-  person's, and the call is answered `Rejected: …` instead;
+  person's. Found before the tool runs (a path that leads somewhere the run's view did not
+  show, as a symlink does), the call is handed back to the run to wait for a person (a
+  `NeedsPerson` failure); found as the tool opens the path (a link flipped since), it is
+  answered `Rejected: …`;
 - a call they `ask` about with `approvers` runs only when the request's signed votes of that
   many distinct people of those groups verify (`activities.quorum_check`).
 
@@ -29,8 +32,11 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from temporalio.exceptions import ApplicationError
+
 from activities.quorum_check import Shortfall
 from activities.tools.base import OpenedCheck, Refused, Tool, ToolError
+from workflows import names
 from workflows.contract.rules import PolicyRule
 from workflows.contract.tool_results import rejection_message
 from workflows.gate.policy import Verdict, evaluate
@@ -112,15 +118,25 @@ def refusal_of(
     verdict: Verdict | None,
     answered_by: ApprovalSource | None,
     short: Shortfall | None = None,
+    *,
+    hand_back: bool = False,
 ) -> str | None:
     """What the call is answered instead of running: a `deny`'s `Rejected: {reason}`, or for an
-    `ask`, unless a person approved the call, `Rejected:` naming the rule, and for an `ask`
-    with approvers, unless enough of them did (`short`). None: it runs."""
+    `ask`, unless a person approved the call, `Rejected:` naming the rule (with `hand_back`:
+    the `NeedsPerson` failure that sends it back to wait for a person), and for an `ask` with
+    approvers, unless enough of them did (`short`). None: it runs."""
     if verdict is None or verdict.rule is None:
         return None
     if verdict.decision == "deny":
         return rejection_message(verdict.reason)
     if verdict.decision == "ask" and answered_by != "person":
+        if hand_back:
+            raise ApplicationError(
+                PERSON_ONLY.format(rule=verdict.rule) + ": it waits for one",
+                {"rule": verdict.rule},
+                type=names.ERROR_NEEDS_PERSON,
+                non_retryable=True,
+            )
         return rejection_message(PERSON_ONLY.format(rule=verdict.rule))
     if verdict.decision == "ask" and short is not None and (why := short(verdict)):
         return rejection_message(why)
@@ -146,14 +162,16 @@ async def enforced_refusal(
     short: Shortfall | None = None,
 ) -> str | None:
     """`Rejected: {reason}` when the worker's enforced rules hold the call back (`refusal_of`),
-    else None. Looking up where a path leads touches the file system, so it runs in a thread."""
+    else None; a call they send to a person that no person approved is handed back to the run
+    (the `NeedsPerson` failure). Looking up where a path leads touches the file system, so it
+    runs in a thread."""
     if not enforced:
         return None
     if tool.opened_path is not None and tool.path_parameters:
         verdict = await asyncio.to_thread(enforced_verdict, enforced, tool, arguments)
     else:
         verdict = enforced_verdict(enforced, tool, arguments)
-    return _logged(tool, verdict, refusal_of(verdict, answered_by, short))
+    return _logged(tool, verdict, refusal_of(verdict, answered_by, short, hand_back=True))
 
 
 def opened_check(

@@ -19,10 +19,11 @@ twice: the third attempt's is final), connection errors, a stream cut off, 429 (
 not parse and for replies that are not chat completions (`LlmBadResponse`). A 400 that says the
 request does not fit in the model's window is `LlmContextExceeded`, with the sizes in its
 details (`activities.context_window`). A server that cannot be reached at all (refused, connect
-timeout, DNS, TLS) is `ServerUnreachable`: retryable, `BENIGN` (logged without a traceback), with
-the server's scheme, host and port and the cause, for `call_llm` to tell the run
-(`activities.model_retries`). There is no retry loop here: Temporal's retry policy does that; the
-caller passes the attempt number.
+timeout, DNS, TLS) is `ServerUnreachable`, and one that stops in the middle of its reply (the
+connection closed, or the stream ended before the reply did) is `ServerDropped`: both retryable,
+`BENIGN` (logged without a traceback), with the server's scheme, host and port and the cause, for
+`call_llm` to tell the run (`activities.model_retries`). There is no retry loop here: Temporal's
+retry policy does that; the caller passes the attempt number.
 
 The API key is sent only in the Authorization header. The key and any credentials in the base
 URL (user info, query) are scrubbed from every error text, the URL is only ever shown redacted,
@@ -203,6 +204,17 @@ class ServerUnreachable(ApplicationError):
     """The model server could not be reached at all (no connection was made): retryable, and
     an expected failure (`BENIGN`: the SDK logs it without a traceback). `server` is its scheme,
     host and port; `reason` is `connection refused`, `timed out`, `DNS: …`, `TLS: …`, …"""
+
+    def __init__(self, message: str, *, server: str, reason: str, type: str) -> None:
+        super().__init__(message, type=type, category=ApplicationErrorCategory.BENIGN)
+        self.server = server
+        self.reason = reason
+
+
+class ServerDropped(ApplicationError):
+    """The model server stopped in the middle of a reply: the connection closed (the server was
+    killed or restarted) or the stream ended before the reply did. Retryable, and an expected
+    failure (`BENIGN`), like `ServerUnreachable`; `reason` says which."""
 
     def __init__(self, message: str, *, server: str, reason: str, type: str) -> None:
         super().__init__(message, type=type, category=ApplicationErrorCategory.BENIGN)
@@ -482,10 +494,12 @@ class OpenAIChatClient:
             headers["Authorization"] = f"Bearer {self._api_key}"
         # Every error below is raised `from None`: the HTTP library's exception quotes what it
         # was sending (a header with the key, the URL) and must not travel as the cause.
+        replying = False
         try:
             async with self._http.stream(
                 "POST", self._url, content=payload, headers=headers, timeout=self._timeout
             ) as response:
+                replying = True
                 self._heartbeat()
                 if response.status_code >= 400:
                     raw = await read_bounded(response)  # at most 64 KiB, cut before anything
@@ -519,6 +533,9 @@ class OpenAIChatClient:
             raise self._config_error(f"{type(err).__name__}: {self._scrub(str(err))}") from None
         except UnicodeEncodeError:
             raise self._config_error("LLM_API_KEY is not ASCII text") from None
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as err:
+            # A connection made, then closed under the request: the server went away.
+            raise self._dropped(err, replying) from None
         except httpx.RequestError as err:
             raise ApplicationError(
                 f"LLM connection failed ({type(err).__name__}: {self._scrub(str(err))})"
@@ -558,6 +575,18 @@ class OpenAIChatClient:
             server=server,
             reason=cause,
             type="LlmTimeout" if timed_out else "LlmConnectionError",
+        )
+
+    def _dropped(self, err: httpx.TransportError, replying: bool) -> ServerDropped:
+        """The server closed the connection: in the middle of its reply (`replying`), or before
+        it replied at all."""
+        when = "in the middle of its reply" if replying else "before it replied"
+        return ServerDropped(
+            f"LLM server {server_origin(self._url)} closed the connection {when}"
+            f" ({type(err).__name__}) at {self._shown_url}",
+            server=server_origin(self._url),
+            reason=f"closed the connection {when}",
+            type="LlmConnectionError",
         )
 
     def _config_error(self, detail: str) -> ApplicationError:
@@ -694,8 +723,10 @@ class OpenAIChatClient:
         if done:
             await _read_to_the_end(lines)
         elif not assembly.finished:
-            raise ApplicationError(
+            raise ServerDropped(
                 "LLM stream was cut off before it finished (no finish_reason, no [DONE])",
+                server=server_origin(self._url),
+                reason="ended its reply before it finished (no finish_reason, no [DONE])",
                 type="LlmStreamCutOff",
             )
         return assembly.response()
@@ -713,5 +744,5 @@ async def _read_to_the_end(lines: AsyncIterator[str]) -> None:
                 extra += 1
                 if extra > AFTER_DONE_LINES:
                     return
-    except TimeoutError:
+    except (TimeoutError, httpx.TransportError):  # a server gone after `[DONE]`: replied whole
         return

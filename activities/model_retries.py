@@ -5,7 +5,11 @@ stops.
   once: each failed attempt logs one line and tells the run (`model_unreachable`: the run warns
   every follower), and the next attempt comes after the usual backoff (1 s, 2 s, 4 s, … at most
   60 s). Once LLM_MAX_WAIT has passed since the first attempt, the call gives up and the run
-  ends with an error saying so.
+  ends with an error saying so; its details name the server, so a session's turn ends instead
+  (`names.MODEL_UNREACHABLE_DETAIL`).
+- A server that stops in the middle of its reply (killed, restarted: the connection closed) is
+  a failed attempt like those: one log line, the run told, the same backoff; it is tried at
+  most LLM_ATTEMPTS times, as any other failure.
 - A run retries a model call until the activity gives up (the workflow sets no attempt limit),
   so every other retryable failure stops here at LLM_ATTEMPTS attempts, and an attempt that
   starts after both LLM_ATTEMPTS attempts and LLM_MAX_WAIT (the earlier attempts timed out)
@@ -24,7 +28,7 @@ from temporalio import activity
 from temporalio.client import Client
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from activities.llm import ServerUnreachable
+from activities.llm import ServerDropped, ServerUnreachable
 from workflows import names
 
 log = logging.getLogger(__name__)
@@ -105,12 +109,41 @@ async def unreachable(
             message += f" ({SETTING} {duration(max_wait)})"
         activity.logger.warning(message)
         return ApplicationError(
-            message, type=err.type, non_retryable=True, category=ApplicationErrorCategory.BENIGN
+            message,
+            {names.MODEL_UNREACHABLE_DETAIL: err.server, "waited_seconds": round(waited)},
+            type=err.type,
+            non_retryable=True,
+            category=ApplicationErrorCategory.BENIGN,
         )
     message = (
         f"{said}: attempt {info.attempt} failed, trying again in {duration(delay)}"
         f" (gives up after {duration(max_wait)}: {SETTING})"
     )
+    activity.logger.warning(message)
+    await tell_the_run(client, workflow_id, message)
+    return ApplicationError(
+        message,
+        type=err.type,
+        next_retry_delay=timedelta(seconds=delay),
+        category=ApplicationErrorCategory.BENIGN,
+    )
+
+
+async def dropped(
+    err: ServerDropped, info: activity.Info, client: Client, workflow_id: str
+) -> ApplicationError:
+    """A server that went away in the middle of its reply: one log line and the run told, as
+    for a server that cannot be reached; final at LLM_ATTEMPTS attempts (the workflow set no
+    limit) or when Temporal will not try again."""
+    said = f"model server {err.server} {err.reason}"
+    if last_allowed(info) or (unlimited(info) and info.attempt >= LLM_ATTEMPTS):
+        message = f"{said}: not tried again: {info.attempt} attempts failed"
+        activity.logger.warning(message)
+        return ApplicationError(
+            message, type=err.type, non_retryable=True, category=ApplicationErrorCategory.BENIGN
+        )
+    delay = min(2.0 ** (info.attempt - 1), MAX_BACKOFF_SECONDS)
+    message = f"{said}: attempt {info.attempt} failed, trying again in {duration(delay)}"
     activity.logger.warning(message)
     await tell_the_run(client, workflow_id, message)
     return ApplicationError(

@@ -15,6 +15,10 @@ prompt tokens the server's cache held, `prompt_n`: prompt tokens it evaluated). 
 messages do not begin with the previous request's is where the model's view changed (a
 compaction).
 
+The figures it prints begin with the exact command that made them, every option with its value
+(`command: .venv/bin/python -m bench.real_model_session --llm-url … --file-bytes 2400 …`), and
+`figures.json` holds it as `command`: a report quotes what ran, not what was meant to.
+
 Not part of the test suite (it needs a model server); see docs/real-model-servers.md. Every
 process it starts (dev server, worker, proxy) it stops before it exits.
 """
@@ -26,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -534,15 +539,20 @@ def write_figures(workdir: Path, figures: dict[str, Any]) -> None:
     (workdir / "figures.json").write_text(json.dumps(figures, indent=1))
 
 
-def report(workdir: Path, done: Sequence[Turn], proxy: Proxy, window: int) -> None:
-    """Print the figures and write them to figures.json (also for a session cut short)."""
+def report(
+    workdir: Path, done: Sequence[Turn], proxy: Proxy, window: int, command: str = ""
+) -> None:
+    """Print the figures and write them to figures.json (also for a session cut short), after
+    the `command` that made them."""
     lines = [
+        f"command: {command}",
         *summary_lines(done, proxy),
         *compaction_lines(proxy, window),
         *request_lines(proxy),
     ]
     print("\n".join(lines), flush=True)
     figures = {
+        "command": command,
         "turns": [asdict(t) for t in done],
         "requests": [{**asdict(e), "messages": len(e.messages)} for e in proxy.exchanges],
     }
@@ -561,16 +571,18 @@ async def main(args: argparse.Namespace) -> None:
             proxy_server(args.llm_url) as (proxy, url),
             worker_process(target, queue, url, workdir) as pid,
         ):
+            command = command_line(args)
+            print(f"command: {command}")
             print(f"dev server {target}, worker pid {pid}, proxy {url} -> {args.llm_url}")
             try:
                 await session(env.client, queue, proxy, args.max_rounds, turns, done)
             finally:
-                report(workdir, done, proxy, args.window)
+                report(workdir, done, proxy, args.window, command)
     finally:
         await env.shutdown()
 
 
-def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--llm-url", default="http://127.0.0.1:8181/v1")
     parser.add_argument("--workdir", required=True, help="workspace, logs and figures.json")
@@ -578,7 +590,21 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-rounds", type=int, default=4, help="rounds per turn")
     parser.add_argument("--file-bytes", type=int, default=2400, help="size of each report")
     parser.add_argument("--window", type=int, default=3, help="rounds compared at a view change")
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    return parser().parse_args(argv)
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command that runs this session again: every option with the value it had (defaults
+    too), so the figures can be made again from what a report quotes."""
+    words = [".venv/bin/python", "-m", "bench.real_model_session"]
+    for action in parser()._actions:
+        if action.option_strings and action.dest != "help":
+            words += [action.option_strings[0], str(getattr(args, action.dest))]
+    return shlex.join(words)
 
 
 async def until_stopped(args: argparse.Namespace) -> None:

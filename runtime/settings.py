@@ -454,7 +454,8 @@ class Settings(BaseSettings):
         600.0,
         "seconds a model call keeps trying a server that cannot be reached (refused, connect"
         " timeout, DNS, TLS); every failed attempt is a `warning` event and one log line, then"
-        " the run ends `error`",
+        " the run ends `error` (a `keep_alive` session's turn ends, and it waits for the next"
+        " message)",
         shown="`600`",
     )
     llm_max_tokens: Annotated[int | None, BeforeValidator(_optional(_whole))] = setting(
@@ -658,6 +659,21 @@ class Settings(BaseSettings):
         " runs that do not set `options.ask_user`"
         " ([questions](docs/questions.md))",
         shown="`false`",
+    )
+    sub_agents: Switch = setting(
+        "AGENT_SUB_AGENTS",
+        False,
+        "offer the model the `delegate` tool (a task handed to a sub-agent, a child run under"
+        " the same people, rules and budget) in runs that do not set `options.sub_agents`"
+        " ([sub-agents](docs/sub-agents.md))",
+        shown="`false`",
+    )
+    max_depth: Annotated[int, BeforeValidator(_whole)] = setting(
+        "AGENT_MAX_DEPTH",
+        2,
+        "a sub-agent may delegate again only while its depth is below this (a run's own"
+        " sub-agents are depth 1)",
+        shown="`2`",
     )
     escalate_after_seconds: SecondsOrNone = setting(
         "AGENT_ESCALATE_AFTER_SECONDS",

@@ -23,6 +23,7 @@ def counts_line(view: AuditView) -> str:
         f" decided by rules {c.by_rule}, by the approval timeout {c.by_timeout}"
     )
     line += f", with the run's input {c.seeded}" if c.seeded else ""
+    line += f", with a remembered no {c.remembered}" if c.remembered else ""
     line += f", questions answered {c.questions_answered}" if c.questions_answered else ""
     line += f", votes of approvers {c.votes}" if c.votes else ""
     line += f", tokens granted {c.tokens_granted:,}" if c.tokens_granted else ""

@@ -228,7 +228,7 @@ async def play(
         task_queue=queue,
         result_type=AgentRunResult,
     )
-    await follow(client, workflow_id, out, on_awaiting=decide_and_tell)
+    await follow(client, workflow_id, out, on_awaiting=decide_and_tell, user_messages=False)
     result = await handle.result()
     events: list[AgentEvent] = await handle.query(
         names.QUERY_EVENTS, -1, result_type=list[AgentEvent]
@@ -271,7 +271,7 @@ async def ask(
         task_queue=queue,
         result_type=AgentRunResult,
     )
-    await follow(client, workflow_id, out, on_question=answer)
+    await follow(client, workflow_id, out, on_question=answer, user_messages=False)
     result: AgentRunResult = await handle.result()
     return result
 

@@ -5,6 +5,13 @@ When the run waits for approval, an `on_awaiting` callback decides (a person at 
 demo, …); without one the follower prints how to answer and keeps following. Between the turns
 of a session, `on_waiting_for_message` asks for the next message (or the follower says how to
 send one).
+
+A failure that passes (a worker away for a restart, a slow answer) does not end following: what
+the follower asks the run is asked again, and one line says so if it lasts (`starter.patience`).
+
+The transcript shows the session's user messages too (`user: …`, each where its turn begins,
+read from the run's record after each reply with text), and every reply of the model ends its own
+line, so turns never run together.
 """
 
 from __future__ import annotations
@@ -29,21 +36,32 @@ from runtime.shown_commands import starter_command
 from starter.errors import refusal
 from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
 from starter.output import Output
-from starter.render import call_text, pin_hint, quorum_text, visible
+from starter.patience import Patience
+from starter.render import call_text, pin_hint, quorum_text, text_block, visible
 from starter.signed_answer import PromptKey as ApproverKey
 from starter.signed_answer import as_sent, groups_in_users_file
-from starter.watch import Ended, Quiet, Restart, Text, watch
+from starter.watch import Ended, Quiet, Restart, Streamed, Text, watch
 from starter.web.auth import UsersFileError
 from workflows.contract.arguments import arguments_digest
 from workflows.model import (
     ApprovalExpiredEvent,
     AwaitingApprovalEvent,
+    ChatMessage,
     FinishReason,
     QuestionEvent,
     Quorum,
+    TextDeltaEvent,
     ToolApprovalResponse,
     ToolCall,
+    WarningEvent,
 )
+from workflows.run.event_log import EVENT_TEXT_LIMIT
+from workflows.run.wording import EMPTY_REPLY_NUDGE
+from workflows.shown import shorten
+
+LOOK_SECONDS = 5.0
+"""The longest the follower waits for the run's status between items: a worker that answers later
+is asked again (a failure that passes), not waited for while nothing is printed."""
 
 AwaitingHandler = Callable[[WorkflowHandle[Any, Any], list[ToolCall]], Awaitable[None]]
 WaitingHandler = Callable[[WorkflowHandle[Any, Any]], Awaitable[bool]]
@@ -90,9 +108,11 @@ class _Prompts:
         out: Output,
         on_awaiting: AwaitingHandler | None,
         on_waiting_for_message: WaitingHandler | None,
+        patience: Patience,
     ) -> None:
         self._handle = handle
         self._out = out
+        self._patience = patience
         self._on_awaiting = on_awaiting
         self._on_waiting_for_message = on_waiting_for_message
         self._asked: set[str] = set()
@@ -106,12 +126,17 @@ class _Prompts:
         worker may be there to say so)."""
         if self.closed:
             return
-        try:
-            status = await self._handle.status()
-        except (NoWorker, RPCError, WorkflowQueryFailedError):
-            if (await self._handle.describe()).status == WorkflowExecutionStatus.RUNNING:
-                raise
-            return
+        while True:
+            try:
+                status = await self._handle.status(seconds=LOOK_SECONDS)
+                break
+            except (NoWorker, RPCError, WorkflowQueryFailedError) as err:
+                if not await self.still_open():
+                    return
+                if not self._patience.transient(err):
+                    raise
+                await self._patience.pause(err)
+        self._patience.ok()
         if status.phase != "awaiting_approval":
             return
         calls = [c for c in status.pending_approvals if c.id not in self._asked]
@@ -128,7 +153,14 @@ class _Prompts:
         False when the person chose to stop following."""
         if self._session_hinted_at == last:
             return True
-        status = await self._handle.status()
+        try:
+            status = await self._handle.status(seconds=LOOK_SECONDS)
+        except Exception as err:
+            if not self._patience.transient(err):
+                raise
+            await self._patience.pause(err)  # the next quiet moment asks again
+            return True
+        self._patience.ok()
         if status.phase != "waiting_for_message":
             return True
         self._session_hinted_at = last
@@ -145,6 +177,93 @@ class _Prompts:
         self._session_hinted_at = None
         return True
 
+    async def still_open(self) -> bool:
+        """Whether the run is still open (also while the server does not say)."""
+        try:
+            description = await self._handle.describe()
+        except RPCError as err:
+            self._patience.server_failed(err)  # raises once the run or the server is gone
+            return True
+        self._patience.server_answered()
+        return description.status == WorkflowExecutionStatus.RUNNING
+
+
+class _UserLines:
+    """A session's user messages in the transcript, each on a line of its own where its turn
+    begins: after a reply with text (or a warning, which may end a turn), the next item first
+    prints the user messages the record holds after that reply and before the next one. The
+    reply is found in the record by its text, so a follower that joined late (`--after`) or
+    reads a closed run's history shows each message once, in its place."""
+
+    def __init__(
+        self,
+        handle: AgentHandle,
+        out: Output,
+        patience: Patience,
+        *,
+        from_start: bool,
+        shown: bool = True,
+    ) -> None:
+        self._handle = handle
+        self._out = out
+        self._patience = patience
+        self._shown = shown and not out.json_mode
+        """Shown at all: not in JSON output (events only), nor where the caller says them."""
+        self._upto: int | None = 0 if from_start else None
+        """The record's messages before this index are shown (None: not yet placed)."""
+        self._reply: str | None = None
+        """The last reply's text (its event's preview), to be found in the record."""
+        self._due = from_start and self._shown
+        self.record: list[ChatMessage] | None = None
+        """A closed run's whole record, read once (None: asked of the run each time)."""
+
+    def replied(self, text: str) -> None:
+        if text and self._shown:
+            self._reply = text
+            self._due = True
+
+    def turn_may_have_ended(self) -> None:
+        self._due = self._shown
+
+    async def show(self) -> None:
+        """Before the next item: the user messages since the last reply, if any are due."""
+        if not self._due:
+            return
+        record = self.record
+        if record is None:
+            try:
+                record = await self._handle.messages(seconds=LOOK_SECONDS)
+            except Exception as err:
+                if not self._patience.transient(err):
+                    raise
+                return  # not now: the next item asks again
+        self._due = False
+        start = self._upto
+        if self._reply is not None:
+            found = _reply_at(record, self._reply, start or 0)
+            start = start if found is None else found + 1
+            self._reply = None
+        if start is None:
+            return  # joined after the run's start: shown from its next reply on
+        limit = next((i for i in range(start, len(record)) if _replied(record[i])), len(record))
+        for message in record[start:limit]:
+            if message.role == "user" and message.content != EMPTY_REPLY_NUDGE:
+                self._out.line(f"user: {text_block(message.content)}")
+        self._upto = limit
+
+
+def _replied(message: ChatMessage) -> bool:
+    """A reply of the model with text (each has its `text_delta` event)."""
+    return message.role == "assistant" and bool(message.content)
+
+
+def _reply_at(record: list[ChatMessage], text: str, start: int) -> int | None:
+    """Where the reply whose event says `text` is in the record, from `start` on."""
+    for index in range(start, len(record)):
+        if _replied(record[index]) and shorten(record[index].content, EVENT_TEXT_LIMIT) == text:
+            return index
+    return None
+
 
 async def follow(
     client: Client,
@@ -156,20 +275,36 @@ async def follow(
     on_waiting_for_message: WaitingHandler | None = None,
     stream: bool = True,
     on_question: QuestionHandler | None = None,
+    user_messages: bool = True,
 ) -> Followed:
     """Print the run's events from `after` on until it finishes, and (from the stream) the
-    model's text as it is generated, before the round's tool calls."""
+    model's text as it is generated, before the round's tool calls; with `user_messages`, the
+    session's user messages where their turns begin."""
     handle = AgentHandle(client, workflow_id)
-    prompts = _Prompts(handle, out, on_awaiting, on_waiting_for_message)
-    prompts.closed = (await handle.describe()).status != WorkflowExecutionStatus.RUNNING
+    patience = Patience(on_notice=lambda line: out.info(line) if line else None)
+    prompts = _Prompts(handle, out, on_awaiting, on_waiting_for_message, patience)
+    prompts.closed = not await prompts.still_open()
+    users = _UserLines(handle, out, patience, from_start=after < 0, shown=user_messages)
+    if prompts.closed and user_messages and not out.json_mode:
+        record = await handle.record()  # a closed run's from its history, as its events
+        users.record = None if record is None else record.messages
     last = after
     items = watch(
-        client, workflow_id, after=after, stream=stream, skip_streamed_text=not out.json_mode
+        client,
+        workflow_id,
+        after=after,
+        stream=stream,
+        skip_streamed_text=not out.json_mode,
+        patience=patience,
     )
     async with contextlib.aclosing(items):
         async for item in items:
             if isinstance(item, Text):
+                await users.show()
                 out.stream_text(item.text)
+            elif isinstance(item, Streamed):
+                out.end_text()
+                users.replied(item.text)
             elif isinstance(item, Restart):
                 out.info("  (the model call failed and was retried: ignore the text above)")
             elif isinstance(item, Quiet):
@@ -181,8 +316,13 @@ async def follow(
                     out.info(f"run ended without a finished event: {item.closed_status}{why}")
                 return Followed(item.finish_reason, item.last_seq, item.closed_status)
             else:
+                await users.show()
                 out.event(item)
                 last = item.seq
+                if isinstance(item, TextDeltaEvent):
+                    users.replied(item.delta)
+                elif isinstance(item, WarningEvent):
+                    users.turn_may_have_ended()
                 if isinstance(item, AwaitingApprovalEvent):
                     await prompts.pending_calls()
                 elif isinstance(item, QuestionEvent) and on_question is not None:

@@ -6,7 +6,9 @@ Calls that need a worker (queries, updates) wait at most `worker_wait` seconds a
 `NoWorker`, instead of hanging while no worker polls the task queue. An answer goes through the
 `submit_approval` update and is sent again while the run refuses it for having too many requests
 in flight (people who watch a run hold some of its slots), with the same update id every time,
-so Temporal applies it at most once (`answer`, `AnswerNotDelivered`).
+so Temporal applies it at most once (`answer`, `AnswerNotDelivered`). One the server turned down
+because the worker's task never got to it (a loaded worker that dropped the run from its cache)
+was not applied: it is sent again too, under a new id.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from temporalio.client import (
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowUpdateFailedError,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
 from temporalio.service import RPCError
@@ -56,6 +59,10 @@ T = TypeVar("T")
 
 WORKER_WAIT_SECONDS = 30.0
 """Queries and updates need a worker; say so instead of hanging when none answers."""
+UNPROCESSED = "wasn't processed by worker"
+"""The server's words for an update it turned down because the worker's task did not get to it
+(`Workflow Update is rejected because it wasn't processed by worker. …`): not the workflow's
+refusal, and nothing was applied."""
 BUSY_PATIENCE_SECONDS = 30.0
 FIRST_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 4.0
@@ -78,6 +85,11 @@ class AnswerNotDelivered(Exception):
         """True when the run kept refusing (too many requests in flight); False when no worker
         took the answer."""
         self.seconds = seconds
+
+
+def unprocessed(err: WorkflowUpdateFailedError) -> bool:
+    """The server, not the workflow, turned the update down: the worker never processed it."""
+    return UNPROCESSED in str(getattr(err.cause, "message", err.cause))
 
 
 async def start_run(
@@ -243,6 +255,11 @@ class AgentHandle:
                 # id again is safe, and pointless once the deadline has passed.
                 if loop.time() >= deadline:
                     raise AnswerNotDelivered(busy, patience) from None
+            except WorkflowUpdateFailedError as err:
+                if not unprocessed(err):
+                    raise  # the workflow's refusal
+                busy = True
+                update_id = f"answer-{uuid.uuid4().hex}"  # that one is over, and changed nothing
             except Exception as err:
                 if not is_busy(err):
                     raise

@@ -34,12 +34,13 @@ import base64
 import logging
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.converter import PayloadConverter
+from temporalio.service import RPCError
 
 from starter.handle import AgentHandle
 from starter.stream_transport import StreamReader
@@ -53,6 +54,9 @@ from workflows.model import (
 )
 from workflows.run.event_log import EVENT_TEXT_LIMIT
 from workflows.shown import shorten
+
+if TYPE_CHECKING:
+    from starter.patience import Patience
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +122,11 @@ async def run_has_finished(client: Client, workflow_id: str) -> bool:
             return True
     except Exception as err:  # no worker, or a failed query: ask the server instead
         log.debug("status query of %s failed: %s", workflow_id, err)
-    description = await handle.describe()
+    try:
+        description = await handle.describe()
+    except RPCError as err:  # not confirmed now: the stream's end (or its next item) asks again
+        log.debug("describing %s failed: %s", workflow_id, err)
+        return False
     # A run that finished closes as completed (or cancelled, when Temporal cancelled it); one
     # that was terminated, failed or timed out never sent a `finished` event of its own.
     return description.status in _FINISHED_CLOSE
@@ -137,6 +145,7 @@ async def follow(
     on_skip: Callable[[AgentEvent], None] | None = None,
     poll_cooldown: timedelta = POLL_COOLDOWN,
     long_poll: bool = True,
+    patience: Patience | None = None,
 ) -> FinishReason:
     """Follow run `workflow_id` live until its `finished` event; return its finish reason.
 
@@ -153,6 +162,8 @@ async def follow(
       knows it is not missing.
     - `long_poll=False`: read through the stream's poll query only, holding none of the run's
       update slots (the same items, a little later).
+    - `patience` (`starter.patience`): a failure that passes is tried again from the same
+      offset while the run is open (without it, such a failure is raised).
 
     Items that do not decode are skipped; a `finished` event is believed only once the run's
     status confirms it. Raises StreamEndedError when the run closed without a `finished` event
@@ -160,7 +171,13 @@ async def follow(
     waiting for its next message never sends `finished` until it ends).
     """
     reader = StreamReader(
-        client, workflow_id, TOPICS, from_offset, cooldown=poll_cooldown, long_poll=long_poll
+        client,
+        workflow_id,
+        TOPICS,
+        from_offset,
+        cooldown=poll_cooldown,
+        long_poll=long_poll,
+        patience=patience,
     )
     converter = client.data_converter.payload_converter
     text = _Text()

@@ -26,6 +26,10 @@ class Output:
             self._text_open = True
         print(text_block(piece), end="", flush=True)
 
+    def end_text(self) -> None:
+        """The model's text so far is a whole reply: the next output starts a line of its own."""
+        self._end_text()
+
     def _end_text(self) -> None:
         if self._text_open:
             print(flush=True)

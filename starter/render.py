@@ -202,7 +202,11 @@ def audit_arguments(arguments: object) -> str:
 
 def decided_by(entry: AuditEntry) -> str:
     """Who or what decided a call: `person ann`, `rule 1`, `the approval timeout`, `the run's
-    input` (answers given when the run started)."""
+    input` (answers given when the run started); `person ann (remembered)` for a call answered
+    with ann's earlier no to the same call (nobody was asked)."""
+    if entry.remembered:
+        who = f"person {visible(entry.approver)}" if entry.approver else "a person (unnamed)"
+        return f"{who} (remembered)"
     if entry.source == "person" and entry.approvers:  # a call under an approver rule
         return "people " + ", ".join(visible(name) for name in entry.approvers)
     if entry.source == "person" or entry.action == "reopened":

@@ -12,6 +12,10 @@ the query, and tries the live transport again after `LIVE_RETRY_SECONDS`. Both t
 and return the same offsets, so the items, their order and the resume offsets are the same
 whichever carried them. Continue-as-new is followed (the handle targets the latest run), and a
 closed run's retained items are read to the end before the sequence stops.
+
+With a `Patience` (`starter.patience`), a failure that passes (an update the server aborted, a
+cancelled or timed-out request, no worker for a while) is tried again from the same offset after
+a pause, for as long as the run is open, so the items still come once each and in order.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from temporalio.client import (
     Client,
@@ -34,6 +38,9 @@ from temporalio.client import (
 )
 from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.service import RPCError, RPCStatusCode
+
+if TYPE_CHECKING:
+    from starter.patience import Patience
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +105,7 @@ class StreamReader:
         *,
         cooldown: timedelta,
         long_poll: bool = True,
+        patience: Patience | None = None,
     ) -> None:
         self._client = client
         self._workflow_id = workflow_id
@@ -110,6 +118,8 @@ class StreamReader:
         self._live_again_at = 0.0
         """Monotonic time from which the live transport is tried again (0: live now)."""
         self._last_closed_check = time.monotonic()
+        self._patience = patience
+        """Failures that pass are tried again (None: they end the sequence)."""
 
     @property
     def live(self) -> bool:
@@ -139,17 +149,36 @@ class StreamReader:
         """The next batch, and whether it is the last one (the run has closed)."""
         while True:
             if self._closed_run is not None:
-                result = await self._query(self._closed_run)
+                try:
+                    result = await self._query(self._closed_run)
+                except Exception as err:
+                    await self._again(err)
+                    continue
                 return result, not result.more_ready
             if self.live:
                 try:
-                    return await self._long_poll(), False
+                    result = await self._long_poll()
                 except _Refused:
                     self._live_again_at = time.monotonic() + LIVE_RETRY_SECONDS
                     continue
+                except Exception as err:
+                    await self._again(err)
+                    continue
+                self._worked()
+                return result, False
             polled = await self._polled_batch()
             if polled is not None:
                 return polled, False
+
+    async def _again(self, err: Exception) -> None:
+        """A failed request: raised, unless it may pass (then a pause before the next try)."""
+        if self._patience is None or not self._patience.transient(err):
+            raise err
+        await self._patience.pause(err)
+
+    def _worked(self) -> None:
+        if self._patience is not None:
+            self._patience.ok()
 
     async def _long_poll(self) -> PollResult:
         polled_run: str | None = None
@@ -202,8 +231,12 @@ class StreamReader:
             if await self._run_has_moved_on(None):
                 return None
             log.debug("poll query of %s failed (%s): retrying", self._workflow_id, err)
-            await asyncio.sleep(QUERY_INTERVAL)
+            if self._patience is not None:
+                await self._again(err)
+            else:
+                await asyncio.sleep(QUERY_INTERVAL)
             return None
+        self._worked()
         if result.items or result.more_ready:
             self._last_closed_check = time.monotonic()
             return result
@@ -229,8 +262,12 @@ class StreamReader:
         )
         try:
             description = await handle.describe()
-        except RPCError:
+        except RPCError as err:
+            if self._patience is not None:
+                self._patience.server_failed(err)  # raises when the run or the server is gone
             return False
+        if self._patience is not None:
+            self._patience.server_answered()
         if description.status == WorkflowExecutionStatus.CONTINUED_AS_NEW:
             self._latest = self._client.get_workflow_handle(self._workflow_id)
             return True

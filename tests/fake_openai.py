@@ -120,14 +120,20 @@ class Reply:
     """Seconds the streamed body stays open after `[DONE]` (a misbehaving provider)."""
     finish_reason: str | None = None
     """The finish_reason sent; None: `tool_calls` when there are calls, else `stop`."""
+    chunk_delay: float = 0.0
+    """Seconds between streamed chunks (a reply generated at a person's reading pace)."""
 
     @property
     def finish(self) -> str:
         return self.finish_reason or ("tool_calls" if self.tool_calls else "stop")
 
 
-def text(content: str, chunk_size: int = 3, finish_reason: str | None = None) -> Reply:
-    return Reply(text=content, chunk_size=chunk_size, finish_reason=finish_reason)
+def text(
+    content: str, chunk_size: int = 3, finish_reason: str | None = None, chunk_delay: float = 0.0
+) -> Reply:
+    return Reply(
+        text=content, chunk_size=chunk_size, finish_reason=finish_reason, chunk_delay=chunk_delay
+    )
 
 
 def tool_calls(
@@ -625,6 +631,12 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.server.note("connections")  # one handler per TCP connection (keep-alive reuses it)
+        self.server.opened(self.connection)
+
+    def finish(self) -> None:
+        self.server.closed(self.connection)
+        with contextlib.suppress(OSError):
+            super().finish()
 
     # -- plumbing
 
@@ -774,6 +786,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif streaming and not behaviour.force_json:
             self._start_stream()
             for chunk in stream_chunks(behaviour):
+                if behaviour.chunk_delay:
+                    self._pause(behaviour.chunk_delay)
                 self._event(chunk)
             self._event("[DONE]")
             if behaviour.open_after_done:
@@ -925,6 +939,25 @@ class FakeOpenAIServer(ThreadingHTTPServer):
         """Seconds `GET /props` takes to answer (a server that is slow to say what it is)."""
         self.refusals: list[dict[str, Any]] = []
         """The 400 bodies sent for requests refused before their conversation was read."""
+        self._connections: set[socket.socket] = set()
+        """The clients' open connections (keep-alive holds one between requests)."""
+
+    def opened(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._connections.add(connection)
+
+    def closed(self, connection: socket.socket) -> None:
+        with self._lock:
+            self._connections.discard(connection)
+
+    def drop_connections(self) -> None:
+        """Close every open connection, as a server that stops does: a client's next request on
+        a kept-alive connection fails instead of being answered after the server stopped."""
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
 
     @property
     def port(self) -> int:
@@ -1067,6 +1100,7 @@ class FakeOpenAI:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+        self.server.drop_connections()  # taken down: nothing answers on this port any more
         self._thread.join(timeout=5)
 
 

@@ -70,6 +70,12 @@ def failure_detail(err: ActivityError) -> str:
     return cause.message if isinstance(cause, ApplicationError) else str(cause or err)
 
 
+def failure_type(err: ActivityError) -> str | None:
+    """The type of the error an activity raised (an `ApplicationError`'s), or None."""
+    cause = err.cause
+    return cause.type if isinstance(cause, ApplicationError) else None
+
+
 def is_cancellation(err: BaseException) -> bool:
     return isinstance(err, asyncio.CancelledError) or (
         isinstance(err, ActivityError) and isinstance(err.cause, CancelledError)
@@ -110,6 +116,15 @@ async def summarize(request: SummaryRequest) -> SummaryResponse:
         summary=f"summarise messages {request.first}-{request.last - 1} to fit the model's window",
     )
     return summary
+
+
+def model_unreachable(err: ActivityError) -> str | None:
+    """The model server that stayed out of reach until `call_llm` gave up (its scheme, host and
+    port), or None for any other failure."""
+    cause = err.cause
+    details = cause.details[0] if isinstance(cause, ApplicationError) and cause.details else None
+    server = details.get(names.MODEL_UNREACHABLE_DETAIL) if isinstance(details, dict) else None
+    return server if isinstance(server, str) else None
 
 
 def context_exceeded(err: ActivityError) -> tuple[int | None, int | None] | None:

@@ -45,6 +45,7 @@ ROUNDS = "agent_rounds"
 APPROVALS = "agent_approvals"
 APPROVAL_WAIT = "agent_approval_wait_seconds"
 COMPACTIONS = "agent_compactions"
+SUB_AGENTS = "agent_sub_agents"
 WAITING = "agent_runs_waiting_for_person"
 WAITING_PHASES = ("awaiting_approval", "approval_expired", "awaiting_answer")
 """The phases in which a run waits for a person (a call to approve, also after its approval
@@ -90,6 +91,14 @@ def compacted() -> None:
     """The model's view was compacted (a `compaction` event)."""
     if (meter := _meter()) is not None:
         meter.create_counter(COMPACTIONS, "Compactions of the model's view").add(1)
+
+
+def sub_agent_finished(reason: str | None) -> None:
+    """A sub-agent ended (`finish_reason`, or `failed` when Temporal ended it without one)."""
+    if (meter := _meter()) is not None:
+        meter.create_counter(SUB_AGENTS, "Sub-agents that ended, by how").add(
+            1, {"finish_reason": reason or "failed"}
+        )
 
 
 def bind_waiting_gauge(namespace: str, task_queue: str, meter: MetricMeter) -> None:

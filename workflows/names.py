@@ -13,6 +13,13 @@ SIGNAL_CANCEL = "cancel"
 SIGNAL_SEND_MESSAGE = "send_message"
 SIGNAL_MODEL_UNREACHABLE = "model_unreachable"
 """Sent by `call_llm` when the model server cannot be reached: the run warns at once."""
+SIGNAL_SUB_AGENT_REPORT = "sub_agent_report"
+"""Internal: a sub-agent tells its parent where it stands (`SubAgentReport`), at every pause and
+at its end."""
+MODEL_UNREACHABLE_DETAIL = "model_unreachable"
+"""The key of `call_llm`'s last error's details when the model server stayed out of reach past
+LLM_MAX_WAIT (`{"model_unreachable": "http://host:port", "waited_seconds": N}`): a session's
+turn ends then, not the session."""
 
 # Updates
 UPDATE_SUBMIT_APPROVAL = "submit_approval"
@@ -45,6 +52,11 @@ ACTIVITY_VERIFY_ANSWER = "verify_answer"
 """A local activity: checks a signed decision's Ed25519 signature with the keys of the worker's
 approvers file and says whose groups the signer has (the verdict is recorded in the history, so
 replay never needs the file)."""
+
+ERROR_NEEDS_PERSON = "NeedsPerson"
+"""The type of `execute_tool`'s failure for a call the worker's enforced `ask` rule sends to a
+person where the run's view of the call did not (a symlink to a guarded path): the call goes
+back to waiting for a person; nothing ran."""
 
 # Search attributes: the cluster-wide approval inbox.
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")

@@ -296,6 +296,7 @@ class WebApp:
             "workflow_id": watch.workflow_id,
             "status": status,
             "closed": state.closed,
+            "trouble": state.trouble,
             "messages": state.messages,
             "events": [(e.seq, event_line(e)) for e in state.events],
             "run": run,

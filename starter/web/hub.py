@@ -7,7 +7,9 @@
   Temporal.
 - `RunWatch`: one follower per watched run (`starter.watch`), whatever the number of its
   viewers. Its live stream subscription holds one of the run's long-poll updates, and a run
-  admits only a few of those: answers (`submit_approval`) need the rest.
+  admits only a few of those: answers (`submit_approval`) need the rest. It rides through
+  failures that pass (`starter.patience`) while the run is open: its page says so in one line
+  (`RunState.trouble`) while they last.
 
 Events stay the workflow's typed models here; they become JSON at the HTTP edge.
 """
@@ -42,8 +44,9 @@ from starter.inbox import (
     unavailable,
     waits_for_person,
 )
+from starter.patience import Patience
 from starter.record import RunRecord
-from starter.watch import Ended, Quiet, Restart, Text, watch
+from starter.watch import Ended, Quiet, Restart, Streamed, Text, watch
 from starter.web.run_answers import Key, RunAnswers
 from workflows.model import AgentEvent, AgentStatus, AuditView, ChatMessage, FinishedEvent
 
@@ -250,6 +253,8 @@ class RunState:
     """Every decision of the run so far (its `audit` query), the last good answer."""
     audit_error: str | None = None
     """Why the last `audit` query got no answer."""
+    trouble: str | None = None
+    """While following has been failing for a while (it goes on): what the page says of it."""
 
 
 class RunWatch:
@@ -271,6 +276,11 @@ class RunWatch:
         """No run has this workflow id."""
         self.first_run_id: str | None = None
         """The run chain's first run id, as the page shows it (what an answer carries)."""
+        self._patience = Patience(on_notice=self._trouble)
+
+    def _trouble(self, line: str | None) -> None:
+        self.state.trouble = line
+        self.changes.bump()
 
     def viewed(self) -> None:
         self._seen_at = self._clock()
@@ -311,26 +321,31 @@ class RunWatch:
         try:
             if self._take(await self._handle.record()):
                 return  # a closed run: all of it from its history at once, no worker needed
-            await self._refresh()  # the first look, for the first page
+            await self._refresh_or_later()  # the first look, for the first page
             self._refresher = asyncio.create_task(self._refresh_when_wanted())
-            items = watch(self._client, self.workflow_id, skip_streamed_text=False)
+            items = watch(
+                self._client,
+                self.workflow_id,
+                skip_streamed_text=False,
+                patience=self._patience,
+            )
             async with contextlib.aclosing(items):
                 async for item in items:
                     if isinstance(item, Text):
                         self.state.pieces.append(Piece(item.round, item.text))
                     elif isinstance(item, Restart):
                         self.state.pieces.append(Piece(item.round, "", True))
-                    elif isinstance(item, Quiet):
-                        continue
+                    elif isinstance(item, Quiet | Streamed):
+                        continue  # (no Streamed: the page takes every text_delta event)
                     elif isinstance(item, Ended):
                         if item.closed_status is not None:
                             self.state.closed = item.closed_status.lower()
-                        await self._refresh()
+                        await self._refresh_or_later()
                     else:
                         self.state.events.append(item)
                         self._refresh_wanted.set()
                         if isinstance(item, FinishedEvent):
-                            await self._refresh()
+                            await self._refresh_or_later()
                     self.changes.bump()
         except asyncio.CancelledError:
             raise
@@ -349,15 +364,24 @@ class RunWatch:
 
     async def _refresh_when_wanted(self) -> None:
         """Refresh the status and messages after new events, one refresh at a time however
-        many events arrive meanwhile."""
+        many events arrive meanwhile; one that failed is tried again after a pause."""
         while True:
             await self._refresh_wanted.wait()
             self._refresh_wanted.clear()
-            try:
-                await self._refresh()
-            except Exception as err:  # the next event asks again
-                log.debug("refreshing %s failed: %s", self.workflow_id, err)
+            await self._refresh_or_later()
             self.changes.bump()
+
+    async def _refresh_or_later(self) -> None:
+        """`_refresh`; when the run does not answer now, the refresher asks again after a pause
+        (the page keeps what it knew meanwhile)."""
+        try:
+            await self._refresh()
+        except Exception as err:
+            log.debug("refreshing %s failed: %s", self.workflow_id, err)
+            if not self._patience.transient(err):
+                return  # the next event asks again
+            await self._patience.pause(err)
+            self._refresh_wanted.set()
 
     async def _refresh(self) -> None:
         """The run's status, messages and audit, once for all viewers. A run that closed

@@ -95,7 +95,7 @@ async def test_the_ready_line_says_what_is_on(
     assert ready.endswith(
         " policy=none encryption=on notifications=on(https://hooks.example:8443)"
         " escalation=after 300s to ops,leads budget_groups=finance,ops"
-        f" approvers={tmp_path / 'people' / 'approvers'}(2 people)"
+        f" approvers={tmp_path / 'people' / 'approvers'}(2 people) sub_agents=off"
     ), ready
 
 
@@ -107,5 +107,5 @@ async def test_the_ready_line_of_a_worker_with_nothing_on(
         ready = worker.output()[-1]
     assert ready.endswith(
         " sandbox=none policy=none encryption=off notifications=off escalation=off"
-        " budget_groups=any approvers=none"
+        " budget_groups=any approvers=none sub_agents=off"
     ), ready

@@ -11,6 +11,7 @@ from worker import switched_on
 
 NOTHING = (
     "policy=none encryption=off notifications=off escalation=off budget_groups=any approvers=none"
+    " sub_agents=off"
 )
 
 
@@ -44,13 +45,20 @@ def test_escalation_and_budget_groups():
     other_half = settings(escalate_to=("ops",))
     assert " escalation=after (run's) to ops " in switched_on(other_half, 0)
     groups = settings(budget_groups=("finance", "ops"))
-    assert switched_on(groups, 0).endswith(" budget_groups=finance,ops approvers=none")
+    assert " budget_groups=finance,ops approvers=none " in switched_on(groups, 0)
 
 
 def test_the_approvers_file_and_its_people_are_counted(tmp_path: Path):
     with_file = settings(approvers_file=tmp_path / "approvers")
-    assert switched_on(with_file, 0, 3).endswith(f" approvers={tmp_path / 'approvers'}(3 people)")
-    assert switched_on(with_file, 0, 1).endswith("(1 person)")
+    shown = switched_on(with_file, 0, 3)
+    assert f" approvers={tmp_path / 'approvers'}(3 people) " in shown, shown
+    assert "(1 person) " in switched_on(with_file, 0, 1)
+
+
+def test_sub_agents_and_their_depth():
+    assert switched_on(settings(sub_agents=True), 0).endswith(" sub_agents=on(depth 2)")
+    deeper = settings(sub_agents=True, max_depth=3)
+    assert switched_on(deeper, 0).endswith(" sub_agents=on(depth 3)")
 
 
 def test_encryption_is_on_with_a_key_or_keys():

@@ -16,13 +16,15 @@ from typing import Any, cast
 
 import pytest
 from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.agent_activities import AgentActivities
 from activities.plugin import run_worker
 from activities.tools import build_default_registry
 from runtime.settings import Settings
-from tests.helpers import start_run, wait_for_phase
+from tests.helpers import start_run, wait_for_phase, wait_until
+from workflows import names
 from workflows.contract.rules import WorkerPolicy
 from workflows.model import (
     AgentRunInput,
@@ -191,19 +193,18 @@ async def test_an_enforced_ask_runs_only_with_a_persons_answer(workspace, spelli
         "linked folder": "alias/a.txt",
     }[spelling]
     acts = activities(workspace, SECRET_ASK)
-    refused = await execute(acts, "read_file", {"path": path}, "c1", source)
-    assert refused == (
-        "Rejected: the worker's enforced rule 0 sends this call to a person,"
-        " and no person approved it"
-    )
+    with pytest.raises(ApplicationError) as handed_back:
+        await execute(acts, "read_file", {"path": path}, "c1", source)
+    assert handed_back.value.type == names.ERROR_NEEDS_PERSON  # back to the run, to wait
+    assert handed_back.value.non_retryable
     # a person's approval runs it
     read = json.loads(await execute(acts, "read_file", {"path": path}, "c2", "person"))
     assert read == {"ok": True, "data": "keep me\n"}
     if spelling == "symlink":
         return  # deleting the link removes the link, not a file under keep/
-    assert (await execute(acts, "delete_path", {"path": path}, "c3", source)).startswith(
-        "Rejected: the worker's enforced rule 1 sends this call to a person"
-    )
+    with pytest.raises(ApplicationError) as handed_back:
+        await execute(acts, "delete_path", {"path": path}, "c3", source)
+    assert handed_back.value.type == names.ERROR_NEEDS_PERSON
     assert (workspace / "keep" / "a.txt").exists()
 
 
@@ -362,14 +363,25 @@ async def test_a_run_rule_cannot_open_what_an_enforced_ask_keeps_for_a_person(
         await handle.signal(
             "tool_approval", ToolApprovalResponse(call_id="absolute", approved=False)
         )
+
+        # The link: the run's view saw no guarded path, the worker does: it waits for a person
+        # (it is not refused), and the batch's other result waits with it.
+        async def link_waits() -> bool:
+            now = await wait_for_phase(handle, "awaiting_approval")
+            return [c.id for c in now.pending_approvals] == ["link"]
+
+        await wait_until(link_waits)
+        assert [m for m in (await handle.query("messages")) if m["role"] == "tool"] == []
+        await handle.signal(
+            "tool_approval",
+            ToolApprovalResponse(call_id="link", approved=False, reason="not that one"),
+        )
         result = await asyncio.wait_for(handle.result(), 60)
     finally:
         stop.set()
         await asyncio.wait_for(worker, 60)
     answers = {m.tool_call_id: m.content for m in result.messages if m.role == "tool"}
-    assert answers["link"] == (
-        "Rejected: the worker's enforced rule 0 sends this call to a person,"
-        " and no person approved it"
-    )
+    assert [m.tool_call_id for m in result.messages if m.role == "tool"] == ["link", "absolute"]
+    assert answers["link"] == "Rejected: not that one"
     assert answers["absolute"] == "Rejected: User denied"
     assert "keep me" not in json.dumps(answers)

@@ -173,6 +173,12 @@ class WorkerSetup(BaseModel):
     """The worker's AGENT_ESCALATE_AFTER_SECONDS: a run's default (left out when unset)."""
     escalate_to: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
     """The worker's AGENT_ESCALATE_TO: a run's default (left out when empty)."""
+    sub_agents: bool = Field(default=False, exclude_if=lambda value: not value)
+    """The worker's AGENT_SUB_AGENTS: runs that do not set `options.sub_agents` offer the model
+    the `delegate` tool (left out when off)."""
+    max_depth: int = Field(default=2, exclude_if=lambda value: value == 2)
+    """The worker's AGENT_MAX_DEPTH: a sub-agent may delegate again only while its depth is
+    below it (left out at the default, 2)."""
     approver_groups: dict[str, int] | None = Field(
         default=None, exclude_if=lambda value: value is None
     )
@@ -213,6 +219,10 @@ class NotifyRequest(BaseModel):
     rule_groups: list[str] | None = Field(default=None, exclude_if=lambda value: value is None)
     """`approval_escalated` of a call the worker's enforced approver rule decides: that rule's
     groups, the only ones that may answer it (left out otherwise)."""
+    parent_workflow_id: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """For a sub-agent's call: the run whose `delegate` call started it (left out otherwise)."""
+    parent_call_id: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """For a sub-agent's call: that `delegate` call's id (left out otherwise)."""
 
 
 class LlmResponse(BaseModel):

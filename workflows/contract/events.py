@@ -231,6 +231,36 @@ class ApprovalEscalatedEvent(BaseEvent):
     that may answer them (the escalation does not widen it; left out when there are none)."""
 
 
+class SubAgentStartedEvent(BaseEvent):
+    """A `delegate` call started a sub-agent: a child `AgentWorkflow` working on `task`."""
+
+    type: Literal["sub_agent_started"] = "sub_agent_started"
+    call_id: str
+    workflow_id: str
+    task: str
+
+
+class SubAgentWaitingEvent(BaseEvent):
+    """A sub-agent waits for a person: `waiting_call` is its call (or question) to answer, on
+    the sub-agent's own run (`workflow_id`)."""
+
+    type: Literal["sub_agent_waiting"] = "sub_agent_waiting"
+    call_id: str
+    workflow_id: str
+    waiting_call: ToolCall
+
+
+class SubAgentFinishedEvent(BaseEvent):
+    """A sub-agent ended: how, and the tokens it used (its answer is the call's result)."""
+
+    type: Literal["sub_agent_finished"] = "sub_agent_finished"
+    call_id: str
+    workflow_id: str
+    finish_reason: FinishReason | None
+    """None when Temporal ended it without a finish (failed, terminated)."""
+    tokens: int = 0
+
+
 AgentEvent = Annotated[
     TextDeltaEvent
     | ToolCallEvent
@@ -249,7 +279,10 @@ AgentEvent = Annotated[
     | BudgetStoppedEvent
     | ApprovalExpiredEvent
     | ApprovalReopenedEvent
-    | ApprovalEscalatedEvent,
+    | ApprovalEscalatedEvent
+    | SubAgentStartedEvent
+    | SubAgentWaitingEvent
+    | SubAgentFinishedEvent,
     Field(discriminator="type"),
 ]
 

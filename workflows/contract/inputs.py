@@ -20,8 +20,17 @@ from pydantic import (
     model_validator,
 )
 
-from workflows.contract.messages import SIGNED_FIELDS, ApprovalTimeoutPolicy, without_none
+from workflows.contract.messages import (
+    SIGNED_FIELDS,
+    ApprovalTimeoutPolicy,
+    FinishReason,
+    Phase,
+    ToolCall,
+    Usage,
+    without_none,
+)
 from workflows.contract.rules import MAX_GROUPS, ApprovalPolicy, GroupName
+from workflows.contract.views import AuditEntry, PendingQuestion, SubAgentOf
 
 SIGNED_AT_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
 """`signed_at` as signers write it (`people.signatures.signed_at_text`): ISO-8601, UTC, with `Z`."""
@@ -262,6 +271,13 @@ class AgentRunOptions(BaseModel):
     ask_user: bool | None = Field(default=None, exclude_if=lambda value: value is None)
     """Offer the model the `ask_user` tool: a question to a person, whose answer is the tool's
     result (`workflows.people.ask_user`). None: the worker's `AGENT_ASK_USER`."""
+    sub_agents: bool | None = Field(default=None, exclude_if=lambda value: value is None)
+    """Offer the model the `delegate` tool: a task handed to a sub-agent, a child run under the
+    same people, rules and budget, whose answer is the tool's result (`workflows.run.sub_agents`).
+    None: the worker's `AGENT_SUB_AGENTS`."""
+    parent: SubAgentOf | None = Field(default=None, exclude_if=lambda value: value is None)
+    """Set by a parent run for the sub-agent it starts (taken only when Temporal says this run
+    is that run's child); a client's is refused."""
     max_run_tokens: Annotated[int, Field(gt=0)] | None = None
     """The run's token budget: the prompt and completion tokens the provider reported, all
     model calls added up. At it the run pauses (`budget_exhausted`) until a person grants more
@@ -314,3 +330,19 @@ class BudgetGrant(BaseModel):
     @model_serializer(mode="wrap")
     def _without_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
         return without_none(handler(self), ("signed_by",))
+
+
+class SubAgentReport(BaseModel):
+    """What a sub-agent tells its parent (`sub_agent_report`, a signal the child sends itself)
+    at every pause and at its end: where it stands, what waits for whom, the tokens it used and
+    the tokens people granted it; at its end, its decisions for the parent's audit."""
+
+    call_id: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    workflow_id: Annotated[StrictStr, Field(min_length=1, max_length=1_000)]
+    phase: Phase
+    pending_approvals: list[ToolCall] = Field(default_factory=list, max_length=64)
+    pending_questions: list[PendingQuestion] = Field(default_factory=list, max_length=64)
+    usage: Usage = Field(default_factory=Usage)
+    granted: Annotated[int, Field(ge=0)] = 0
+    finish_reason: FinishReason | None = None
+    audit: list[AuditEntry] = Field(default_factory=list, max_length=1_000)

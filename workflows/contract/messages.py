@@ -26,6 +26,7 @@ Phase = Literal[
     "waiting_for_message",
     "finished",
     "budget_exhausted",
+    "waiting_for_sub_agents",
 ]
 
 

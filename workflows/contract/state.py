@@ -22,7 +22,13 @@ from workflows.contract.events import AgentEvent
 from workflows.contract.inputs import AgentRunOptions, CancelRequest
 from workflows.contract.messages import ChatMessage, Usage, describe_validation
 from workflows.contract.rules import PolicyRule, WorkerPolicy
-from workflows.contract.views import ApprovalRecord, AuditCounts, AuditEntry, QuestionRecord
+from workflows.contract.views import (
+    ApprovalRecord,
+    AuditCounts,
+    AuditEntry,
+    QuestionRecord,
+    SubAgentStatus,
+)
 
 
 class ContextState(BaseModel):
@@ -128,6 +134,11 @@ class AgentState(BaseModel):
     """The calls (hashed as in `call_runs`) a person rejected in this turn, with the reason
     given: the same call again is answered with that rejection without asking anyone. Bounded
     (`workflows.gate.repeats`)."""
+    turn_rejected_by: dict[str, str | None] = Field(
+        default_factory=dict, exclude_if=lambda value: not value
+    )
+    """Who rejected each of `turn_rejections` (the same keys), for the audit of the calls
+    answered with it. Left out of the JSON while empty."""
     context: ContextState = Field(default_factory=ContextState)
     """The model's window and the compaction of its view (`workflows.conversation.window`)."""
     setup: WorkerSetup | None = None
@@ -159,6 +170,21 @@ class AgentState(BaseModel):
     """Pending calls escalated (`approval_escalate_after_seconds`) → the groups that may answer
     them too (unless the worker's enforced approver rule decides the call: only its groups may);
     cleared when their batch ran. Bounded by the calls of one reply."""
+    sub_agents: dict[str, SubAgentStatus] = Field(
+        default_factory=dict, exclude_if=lambda value: not value
+    )
+    """The sub-agents the pending `delegate` calls started, by call id, as each last reported
+    itself (cleared when their batch ran; left out of the JSON while none)."""
+    sub_agent_tokens: int = Field(default=0, exclude_if=lambda value: not value)
+    """Tokens the run's finished sub-agents used: the tree's budget counts them."""
+    sub_agent_grants: dict[str, int] = Field(
+        default_factory=dict, exclude_if=lambda value: not value
+    )
+    """Tokens people granted each running sub-agent at its own budget, by call id: they count
+    for the tree (added to the run's grants when the sub-agent ends)."""
+    held_results: dict[str, str] = Field(default_factory=dict, exclude_if=lambda value: not value)
+    """The results of a batch whose call the worker sent back to wait for a person, by call id:
+    appended with it, in call order, once it ran (left out of the JSON while none)."""
     cut_off: dict[str, int | None] = Field(default_factory=dict)
     """Pending calls of a reply cut off at the token limit (`finish_reason: length`), with the
     `max_tokens` the request carried: a call whose arguments were cut is told so."""

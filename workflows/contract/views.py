@@ -4,7 +4,7 @@ quorum of a call, and its result."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -113,6 +113,13 @@ class AuditEntry(BaseModel):
     approval timeout passed unanswered, source `timeout`), was asked again (`reopened`, by
     `approver`) or `escalated` (to the groups in `reason`). Only a decision approves or
     rejects: `approved` is false for the others."""
+    remembered: bool = Field(default=False, exclude_if=lambda value: not value)
+    """A rejection nobody gave again: the call is the same as one a person rejected earlier in
+    the turn, answered with that no (`approver` is who said it first, `reason` theirs) without
+    asking anyone. Left out of the JSON otherwise."""
+    workflow_id: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    """A sub-agent's decision, kept in its parent's audit: the sub-agent's workflow id (left out
+    for the run's own decisions)."""
 
 
 class AuditCounts(BaseModel):
@@ -137,6 +144,9 @@ class AuditCounts(BaseModel):
     """Expired calls a person asked again (`reopen_approval`)."""
     escalated: int = Field(default=0, exclude_if=lambda value: value == 0)
     """Calls escalated to more groups (`approval_escalate_after_seconds`)."""
+    remembered: int = Field(default=0, exclude_if=lambda value: value == 0)
+    """Calls answered with a person's remembered no (left out of the JSON while 0; not counted in
+    `rejected_by_person`, which counts the noes people gave)."""
 
 
 class AuditView(BaseModel):
@@ -179,6 +189,34 @@ class Quorum(BaseModel):
     """The people who approved it so far, in order."""
 
 
+class SubAgentOf(BaseModel):
+    """A sub-agent's parent: the run and the `delegate` call that started it, its depth (1 for a
+    parent's own sub-agent) and its task. Taken only when Temporal says the run is a child of
+    that run (`workflow.info().parent`), so a client cannot claim it."""
+
+    workflow_id: str
+    run_id: str
+    """The first run id of the parent's chain."""
+    call_id: str
+    depth: Annotated[int, Field(ge=1, le=10)] = 1
+    task: str = ""
+
+
+class SubAgentStatus(BaseModel):
+    """One of a run's sub-agents as the parent's `status` lists it (`sub_agents`), as the child
+    last reported itself."""
+
+    call_id: str
+    workflow_id: str
+    phase: Phase = "running"
+    pending_approvals: list[ToolCall] = Field(default_factory=list)
+    pending_questions: list[PendingQuestion] = Field(default_factory=list)
+    task: str = ""
+    tokens: int = 0
+    """The prompt and completion tokens it used so far."""
+    finish_reason: FinishReason | None = None
+
+
 class AgentStatus(BaseModel):
     """The `status` query's answer."""
 
@@ -210,3 +248,10 @@ class AgentStatus(BaseModel):
     enforced approver rule decides it: `quorums` says who may)."""
     approval_deadline: datetime | None = None
     """When the approval timeout of the calls waiting now passes (workflow time), if it does."""
+    sub_agents: list[SubAgentStatus] = Field(
+        default_factory=list, exclude_if=lambda value: not value
+    )
+    """The sub-agents this run's `delegate` calls started and still wait for (phase
+    `waiting_for_sub_agents`); left out of the JSON while there are none."""
+    parent: SubAgentOf | None = Field(default=None, exclude_if=lambda value: value is None)
+    """For a sub-agent: the run and the call that started it (left out otherwise)."""

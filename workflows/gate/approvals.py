@@ -21,7 +21,7 @@ from workflows.contract.arguments import arguments_digest
 from workflows.contract.rules import Approvers, PolicyRule
 from workflows.contract.tool_results import cut_off_message
 from workflows.conversation.record import Conversation
-from workflows.gate.audit import record_decision
+from workflows.gate.audit import record_decision, record_remembered
 from workflows.gate.edits import Edit, edited_call
 from workflows.gate.policy import Verdict
 from workflows.gate.quorum import (
@@ -32,9 +32,9 @@ from workflows.gate.quorum import (
     operator_escalation,
     rule_groups,
 )
-from workflows.gate.reconstruction import runnable
+from workflows.gate.reconstruction import Respond, Step, runnable
 from workflows.gate.remember import remember, remembered_rule
-from workflows.gate.repeats import Repeats
+from workflows.gate.repeats import Repeats, already_rejected_message
 from workflows.gate.run_policy import RunPolicy
 from workflows.intake import parse_approval
 from workflows.model import (
@@ -97,7 +97,8 @@ class Approvals:
         """The signed votes of calls under an approver rule (`workflows.gate.quorum`); the groups a
         call was escalated to may vote on it too, unless the worker's enforced rule decides it
         (`workflows.gate.quorum.escalated_groups`)."""
-        self.repeats = Repeats(state)
+        self.repeats = Repeats(state, remember_who=ctx.patched.sessions_outlive_outages)
+        self._audit_remembered = ctx.patched.sessions_outlive_outages
 
     # ---- the worker's tools
 
@@ -493,6 +494,19 @@ class Approvals:
         if arguments_error is not None and call.id in self._state.cut_off:
             return cut_off_message(self._state.cut_off[call.id])
         return None
+
+    def audit_remembered(self, steps: Sequence[Step]) -> None:
+        """The calls of a batch answered with a person's no remembered for the turn (nobody was
+        asked) join the audit, as the calls people answered do."""
+        if not self._audit_remembered:
+            return
+        for step in steps:
+            if not isinstance(step, Respond) or step.call.id in self._state.answers:
+                continue
+            no = self.repeats.remembered(step.call)
+            if no is None or step.content != already_rejected_message(step.call, no.reason):
+                continue
+            record_remembered(self._state, step.call, no.approver, no.reason, self._now())
 
     def batch_done(self) -> None:
         """The pending calls all have their tool messages: their answers are spent."""

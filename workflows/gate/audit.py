@@ -63,6 +63,26 @@ def record_decision(
     _keep(state, entry)
 
 
+def record_remembered(
+    state: AgentState, call: ToolCall, approver: str | None, reason: str | None, at: datetime
+) -> None:
+    """Add a call answered with a person's no remembered for the turn (nobody was asked): who
+    said it first, and that the answer was remembered."""
+    entry = AuditEntry(
+        call_id=call.id,
+        tool=call.name,
+        arguments=audit_arguments(call.arguments),
+        approved=False,
+        source="person",
+        approver=approver,
+        reason=None if reason is None else shorten(reason, 500),
+        at=at,
+        remembered=True,
+    )
+    state.audit_counts.remembered += 1
+    _keep(state, entry)
+
+
 def record_answer(state: AgentState, call: ToolCall, record: QuestionRecord) -> None:
     """Add a question's answer (`ask_user`) to the run's audit: who answered, when, what."""
     answer = record.answer
@@ -135,6 +155,18 @@ def record_action(
     elif action == "escalated":
         counts.escalated += 1
     _keep(state, entry)
+
+
+def record_sub_agent(state: AgentState, entries: list[AuditEntry], workflow_id: str) -> None:
+    """A sub-agent's decisions join its parent's audit, each naming the sub-agent (an entry of
+    a sub-agent's own sub-agent keeps the id it has). Counted as the run's own are."""
+    for entry in entries:
+        named = (
+            entry
+            if entry.workflow_id is not None
+            else entry.model_copy(update={"workflow_id": workflow_id})
+        )
+        _keep(state, named)
 
 
 def _keep(state: AgentState, entry: AuditEntry) -> None:

@@ -33,6 +33,14 @@ REMEMBERED_REASON_CHARS = 500
 
 
 @dataclass(frozen=True)
+class Remembered:
+    """A person's no remembered for the turn: its reason, and who said it."""
+
+    reason: str | None
+    approver: str | None
+
+
+@dataclass(frozen=True)
 class Refusal:
     content: str
     """The tool message the model gets instead of a result."""
@@ -60,8 +68,10 @@ def already_rejected_message(call: ToolCall, reason: str | None) -> str:
 
 
 class Repeats:
-    def __init__(self, state: AgentState) -> None:
+    def __init__(self, state: AgentState, *, remember_who: bool = True) -> None:
         self._state = state
+        self._remember_who = remember_who
+        """Who rejected a call is remembered with the rejection, for the audit."""
 
     @property
     def scope(self) -> str:
@@ -106,7 +116,7 @@ class Repeats:
         """Count one execution of `call` (or one rejection of it)."""
         _count(self._state.call_runs, call_key(call))
 
-    def rejected(self, call: ToolCall, reason: str | None) -> None:
+    def rejected(self, call: ToolCall, reason: str | None, approver: str | None = None) -> None:
         """A person rejected `call`: remembered for the turn, and counted like a run."""
         key = call_key(call)
         rejections = self._state.turn_rejections
@@ -114,7 +124,21 @@ class Repeats:
         rejections[key] = None if reason is None else shorten(reason, REMEMBERED_REASON_CHARS)
         while len(rejections) > MAX_REMEMBERED_REJECTIONS:
             del rejections[next(iter(rejections))]
+        if self._remember_who:
+            who = self._state.turn_rejected_by
+            who[key] = None if approver is None else shorten(approver, REMEMBERED_REASON_CHARS)
+            for gone in [k for k in who if k not in rejections]:
+                del who[gone]
         self.ran(call)
+
+    def remembered(self, call: ToolCall) -> Remembered | None:
+        """The person's no that `call` is answered with (the same call rejected earlier in the
+        turn), or None."""
+        key = call_key(call)
+        if key not in self._state.turn_rejections:
+            return None
+        reason = self._state.turn_rejections[key]
+        return Remembered(reason, self._state.turn_rejected_by.get(key))
 
     def past_limit(self, pending: Sequence[ToolCall]) -> bool:
         """Whether a pending call is answered because it is past the repeat limit (read before
@@ -129,7 +153,7 @@ class Repeats:
             record = self._state.answers.get(call.id)
             if record is not None:
                 if record.source == "person" and not record.approved:
-                    self.rejected(call, record.reason)
+                    self.rejected(call, record.reason, record.approver)
                 continue
             refusal = self.refusal(call)
             if refusal is not None and not refusal.past_limit:
@@ -139,6 +163,7 @@ class Repeats:
         """A session's next message: the counts and the rejections start again."""
         self._state.call_runs.clear()
         self._state.turn_rejections.clear()
+        self._state.turn_rejected_by.clear()
 
 
 def _count(runs: dict[str, int], key: str) -> None:

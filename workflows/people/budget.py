@@ -103,7 +103,10 @@ class Budget:
             return None
         carried = state.budget
         granted = carried.granted if carried is not None else 0
+        granted += sum(state.sub_agent_grants.values())
         used = state.usage.total + (carried.estimated if carried is not None else 0)
+        running = (r.tokens for r in state.sub_agents.values() if r.phase != "finished")
+        used += state.sub_agent_tokens + sum(running)  # the tree's: its sub-agents' too
         return BudgetStatus(used=used, limit=limit + granted, granted=granted)
 
     def count_estimate(self, tokens: int) -> None:

@@ -168,6 +168,10 @@ class Notifier:
         )
 
     def _deliver(self, request: NotifyRequest) -> None:
+        parent = self._state.options.parent
+        if parent is not None:  # a sub-agent's: name the run that delegated to it, and the call
+            update = {"parent_workflow_id": parent.workflow_id, "parent_call_id": parent.call_id}
+            request = request.model_copy(update=update)
         task = asyncio.create_task(self._watch(start_notify(request), request))
         self._deliveries.add(task)
         task.add_done_callback(self._deliveries.discard)
@@ -187,12 +191,15 @@ class Notifier:
         if not self.enabled or not self._state.waited_for_person:
             return
         info = workflow.info()
+        parent = self._state.options.parent
         request = NotifyRequest(
             event="run_finished",
             workflow_id=info.workflow_id,
             run_id=info.first_execution_run_id,
             finish_reason=reason,
             error=error,
+            parent_workflow_id=None if parent is None else parent.workflow_id,
+            parent_call_id=None if parent is None else parent.call_id,
         )
         await workflow.start_child_workflow(
             names.NOTIFICATION_WORKFLOW_TYPE,

@@ -56,13 +56,14 @@ with workflow.unsafe.imports_passed_through():
     from workflows.people.notifications import Notifier
     from workflows.people.questions import Questions
     from workflows.run import generations
-    from workflows.run.batch import Batch, InFlight
+    from workflows.run.batch import Batch, InFlight, Resumed
     from workflows.run.doors import Doors
     from workflows.run.event_log import EVENT_TEXT_LIMIT, EventLog
     from workflows.run.handlers import Handlers
     from workflows.run.handover import bounded_handover, handed_over, handover, initial_state
     from workflows.run.live_stream import STREAM_PUBLISH_SIGNAL, LiveStream
     from workflows.run.model_call import Ended, ModelCall
+    from workflows.run.sub_agents import SubAgents, not_a_sub_agent
     from workflows.run.turns import Turns
     from workflows.run.visibility import Visibility, status_of
     from workflows.run.waits import Waits
@@ -71,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
         CANCELLED_MESSAGE,
         cancel_message,
         empty_reply,
+        outage_warning,
         repeat_limit_warning,
         round_limit_warning,
     )
@@ -95,6 +97,8 @@ class AgentWorkflow:
         """Sealed payloads are taken only by the run and handler they were sealed for."""
         if self._doors.bound and self._refused is None and not continued:
             self._refused = self._doors.unbound(input._sealed_for, START_ROLE, first_run=False)
+        if self._refused is None and not continued:
+            self._refused = not_a_sub_agent(self._state.options.parent, info)
         resolve_timeout_policy(self._state.options)
         # Bookkeeping of this generation only (never carried):
         self._phase: Phase = "running"
@@ -123,6 +127,7 @@ class AgentWorkflow:
         self._notifier = Notifier(ctx)
         self._turns = Turns(ctx, conversation, self._approvals)
         self._budget = Budget(ctx, tell=self._notifier.budget_exhausted)
+        self._sub_agents = SubAgents(ctx, self._approvals, budget=self._budget.status)
         self._waits = Waits(
             ctx,
             self._approvals,
@@ -138,11 +143,17 @@ class AgentWorkflow:
             self._compactor,
             self._inflight,
             budget=self._budget,
-            offered=self._questions.offered,
+            offered=lambda: self._questions.offered() + self._sub_agents.specs(),
             digests=self._tails,
         )
         self._batch = Batch(
-            ctx, conversation, self._approvals, self._questions, self._turns, self._inflight
+            ctx,
+            conversation,
+            self._approvals,
+            self._questions,
+            self._turns,
+            self._inflight,
+            self._sub_agents,
         )
         self._handlers = Handlers(
             ctx,
@@ -153,6 +164,7 @@ class AgentWorkflow:
             self._budget,
             self._waits,
             self._inflight,
+            self._sub_agents,
             finished=lambda: self._finished,
         )
 
@@ -165,6 +177,7 @@ class AgentWorkflow:
                 await self._refuse(self._refused)
             result = await self._prepare() or await self._loop()
             await self._handlers_done()
+            await self._sub_agents.reported()
             await self._notifier.finished(result.finish_reason, result.error)
             await self._live.close()
             return result
@@ -182,7 +195,9 @@ class AgentWorkflow:
         """Read what a run needs of the worker and, in the first generation, check the input and
         let the calls it brings through the gate. A result when the run ends right there."""
         state = self._state
-        await generations.read_setup(state, self._approvals, self._compactor)
+        await generations.read_setup(
+            state, self._approvals, self._compactor, self._sub_agents.specs
+        )
         if state.generation > 0:
             return None
         stored = state.setup is not None and state.setup.payload_store
@@ -226,9 +241,11 @@ class AgentWorkflow:
             pending = self._conversation.pending()
             if pending:
                 if state.seed_mode or not self._waiting_for_person(pending):
-                    past_limit = await self._batch.resume(pending)
+                    resumed = await self._batch.resume(pending)
+                    if resumed is Resumed.HANDED_BACK:
+                        continue  # a call waits for a person after all: the same round
                     state.round += 1
-                    if past_limit:
+                    if resumed is Resumed.PAST_LIMIT:
                         self._turns.end(repeat_limit_warning(state.options.max_repeats))
                     continue
                 timed_out = await self._waits.for_answers(pending)
@@ -251,6 +268,14 @@ class AgentWorkflow:
                 continue
             asked = await self._model.ask()
             if isinstance(asked, Ended):
+                if (
+                    asked.outage
+                    and state.options.keep_alive
+                    and self._ctx.patched.sessions_outlive_outages
+                ):
+                    self._warn(outage_warning(asked.problem))  # a later message asks again
+                    self._turns.await_next()
+                    continue
                 return self._finish("error", asked.problem)
             if asked is None or state.cancel is not None or state.messages[-1].tool_calls:
                 continue  # the next iteration ends the run, runs the calls or waits for approval
@@ -351,6 +376,7 @@ class AgentWorkflow:
             questions=[] if done else self._questions.shown(),
             quorums=[] if done else self._approvals.quorums(),
             budget=self._budget.status(),
+            sub_agents=self._sub_agents.statuses(),
         )
 
     @workflow.query(name=names.QUERY_EVENTS)
@@ -404,6 +430,19 @@ class AgentWorkflow:
             asked = self._questions.waiting(self._conversation.pending())
             pending = len(self._approvals.waiting()) + len(asked)
         self._visibility.show(phase, details, pending)
+        if self._sub_agents.report_due(phase):  # a sub-agent tells its parent where it stands
+            self._tell_parent(phase)
+
+    def _tell_parent(self, phase: Phase) -> None:
+        done = phase == "finished"
+        budget = self._state.budget
+        self._sub_agents.schedule_report(
+            phase,
+            pending_approvals=[] if done else self._approvals.waiting(),
+            pending_questions=[] if done else self._questions.shown(),
+            granted=0 if budget is None else budget.granted,
+            finish_reason=self._finish_reason,
+        )
 
     def _waiting_for_person(self, pending: list[ToolCall]) -> bool:
         return bool(self._approvals.unanswered(pending) or self._questions.waiting(pending))
@@ -427,6 +466,7 @@ class AgentWorkflow:
         whole and kept within its budget; the result when the run cannot continue (it ends
         `error` saying why)."""
         await self._handlers_done()
+        await self._sub_agents.reported()
         await self._live.close()
         handed = handover(self._state, self._log.carry(), self._live.carried())
         handed, problem = bounded_handover(handed, self._state.setup)

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from enum import Enum
 from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 from workflows import activity_calls as calls
-from workflows.bounds import MAX_ARGUMENT_CHARS, MAX_CALLS_PER_REPLY, MAX_PARALLEL_TOOLS
+from workflows import names
+from workflows.bounds import (
+    ECHO_CHARS,
+    MAX_ARGUMENT_CHARS,
+    MAX_CALLS_PER_REPLY,
+    MAX_PARALLEL_TOOLS,
+)
 from workflows.context import RunContext
 from workflows.contract.tool_results import envelope_error
 from workflows.conversation.record import Conversation
@@ -25,9 +32,20 @@ from workflows.gate.reconstruction import Execute, Respond, Step, plan_resume
 from workflows.model import ToolCall, ToolRequest, ToolResultEvent
 from workflows.people.questions import Questions
 from workflows.run.event_log import EVENT_TEXT_LIMIT
+from workflows.run.sub_agents import DELEGATE, SubAgents
 from workflows.run.turns import Turns
 from workflows.run.wording import INTERRUPTED_TOOL
 from workflows.shown import shorten
+
+
+class Resumed(Enum):
+    """How a batch ended."""
+
+    DONE = "done"
+    PAST_LIMIT = "past_limit"
+    """A call was past the repeat limit: a session's turn ends."""
+    HANDED_BACK = "handed_back"
+    """A call waits for a person after all; nothing was appended."""
 
 
 class InFlight:
@@ -59,11 +77,14 @@ class Batch:
         questions: Questions,
         turns: Turns,
         inflight: InFlight,
+        sub_agents: SubAgents,
     ) -> None:
         self._ctx = ctx
         self._state = ctx.state
         self._questions = questions
         self._turns = turns
+        self._sub_agents = sub_agents
+        self._hands_back = ctx.patched.own_keys
         self._conversation = conversation
         self._approvals = approvals
         self._inflight = inflight
@@ -72,11 +93,15 @@ class Batch:
         self._results: dict[str, str] = {}
         self._executed: set[str] = set()
         """The calls whose result is their `execute_tool` activity's (not a failure's)."""
+        self._handed_back: set[str] = set()
+        """Calls the worker sent back to wait for a person (`names.ERROR_NEEDS_PERSON`)."""
 
-    async def resume(self, pending: list[ToolCall]) -> bool:
+    async def resume(self, pending: list[ToolCall]) -> Resumed:
         """Resume by message reconstruction: run the approved and unguarded calls in parallel,
-        answer the rest, in call order (`plan_resume`). True when a session's turn ends here (a
-        call was past the repeat limit)."""
+        answer the rest, in call order (`plan_resume`), and append every result. `PAST_LIMIT`
+        when a session's turn ends here (a call was past the repeat limit); `HANDED_BACK` when
+        the worker sent a call back to wait for a person: nothing is appended then, the results
+        of the others are held until it ran (`state.held_results`), and nothing runs twice."""
         state = self._state
         self._ctx.set_phase("running", f"round {state.round}: running {len(pending)} tool call(s)")
         allowed = set(self._approvals.allowed_tools())
@@ -90,18 +115,47 @@ class Batch:
             refuse=self._approvals.refusal,
         )
         steps = self._questions.steps(steps)
+        held = state.held_results
+        if held:  # the rest of a batch a handed-back call interrupted: they ran already
+            steps = [Respond(s.call, held[s.call.id]) if s.call.id in held else s for s in steps]
         past_limit = self._turns.in_session() and self._approvals.repeats.past_limit(pending)
-        self._approvals.repeats.count_answers(pending)
+        self._approvals.audit_remembered(steps)
+        self._approvals.repeats.count_answers([c for c in pending if c.id not in held])
         await self.run(pending, steps)
+        state.approval_wait = None
+        if self._handed_back:
+            self._hand_back()
+            return Resumed.HANDED_BACK
+        held.clear()
         self._approvals.batch_done()
         self._questions.batch_done()
-        state.approval_wait = None
+        self._sub_agents.batch_done()
         self._conversation.flush_held()
-        return past_limit
+        return Resumed.PAST_LIMIT if past_limit else Resumed.DONE
+
+    def _hand_back(self) -> None:
+        """The worker found that a call its enforced rule sends to a person had none (a path
+        the run's view did not show): it waits for one; the batch's other results wait with it."""
+        state = self._state
+        for call in self._calls:
+            if call.id in self._handed_back:
+                state.answers.pop(call.id, None)
+                if call.id not in state.asked:
+                    state.asked.append(call.id)
+                echoed = shorten(call.id, ECHO_CHARS)
+                self._ctx.warn(
+                    f"call '{echoed}' {call.name}: the worker's enforced rules send it to a person"
+                    " (what its path leads to is guarded); it waits for an answer"
+                )
+            elif call.id in self._results:
+                state.held_results[call.id] = self._results[call.id]
+        self._calls, self._results, self._executed, self._handed_back = [], {}, set(), set()
 
     async def run(self, pending: Sequence[ToolCall], steps: Sequence[Step]) -> None:
-        """Run the `Execute` steps, answer the `Respond` ones, append every result."""
+        """Run the `Execute` steps, answer the `Respond` ones, append every result (unless a
+        call was handed back)."""
         self._calls, self._results, self._executed = list(pending), {}, set()
+        self._handed_back = set()
         for step in steps:
             if isinstance(step, Respond):
                 self._results[step.call.id] = step.content
@@ -115,7 +169,8 @@ class Batch:
                 await self._execute(step)
 
         await asyncio.gather(*(bounded(s) for s in executions))
-        self._append()
+        if not self._handed_back:
+            self._append()
 
     def close_interrupted(self) -> None:
         """On a cancel that interrupted tools: answer every call of the batch, so the invariant
@@ -125,6 +180,10 @@ class Batch:
 
     async def _execute(self, step: Execute) -> None:
         call = step.call
+        if call.name == DELEGATE and self._sub_agents.enabled:
+            self._results[call.id] = await self._sub_agents.run(call, step.arguments)
+            self._executed.add(call.id)
+            return
         spec = self._approvals.spec(call.name)
         info = workflow.info()
         request = ToolRequest(
@@ -148,6 +207,9 @@ class Batch:
                 if self._state.cancel is None:
                     raise  # Temporal's own cancellation: the run ends as cancelled
                 return  # answered as cancelled when the batch is appended
+            if self._hands_back and calls.failure_type(err) == names.ERROR_NEEDS_PERSON:
+                self._handed_back.add(call.id)
+                return
             content = calls.tool_failure_content(err, spec)
         finally:
             self._inflight.remove(key)

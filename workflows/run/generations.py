@@ -4,26 +4,33 @@ and the result the last one returns. What is handed over is `state`'s.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from temporalio import workflow
 
 from workflows import activity_calls as calls
 from workflows import bounds
 from workflows.conversation.compaction import Compactor
 from workflows.gate.approvals import Approvals
-from workflows.model import AgentRunResult, AgentState, FinishReason
+from workflows.model import AgentRunResult, AgentState, FinishReason, ToolSpec
 
 MAX_GENERATION_BYTES = 3_500_000
 """Continue as new once a generation's history is this big, even before Temporal suggests it."""
 
 
-async def read_setup(state: AgentState, approvals: Approvals, compactor: Compactor) -> None:
+async def read_setup(
+    state: AgentState,
+    approvals: Approvals,
+    compactor: Compactor,
+    workflow_tools: Callable[[], list[ToolSpec]] = list,
+) -> None:
     """What the run needs of the worker: its tools, rules and window. Read again by every
     generation: what decides a call (tools, enforced rules, notifications) is the worker's as it
     is now, never a value carried over."""
     first = state.setup is None
     setup = await calls.worker_setup()
     state.setup = setup
-    approvals.know_tools(setup.tools)
+    approvals.know_tools([*setup.tools, *workflow_tools()])
     state.worker_policy = setup.policy
     if first:
         compactor.start(setup)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
@@ -24,6 +25,7 @@ from workflows.conversation.record import Conversation
 from workflows.gate.approvals import Approvals, Received
 from workflows.intake import (
     Parsed,
+    describe,
     parse_approval_policy,
     parse_cancel,
     parse_grant,
@@ -37,6 +39,7 @@ from workflows.model import (
     PendingQuestion,
     QuestionAnswer,
     ReopenRequest,
+    SubAgentReport,
     ToolApprovalResponse,
     ToolCall,
     WarningEvent,
@@ -48,6 +51,7 @@ from workflows.people.questions import Questions
 from workflows.run.batch import InFlight
 from workflows.run.doors import Doors
 from workflows.run.event_log import EVENT_TEXT_LIMIT
+from workflows.run.sub_agents import SubAgents
 from workflows.run.waits import Waits
 
 Signed = TypeVar("Signed", ToolApprovalResponse, QuestionAnswer, BudgetGrant)
@@ -93,6 +97,7 @@ class Handlers:
         budget: Budget,
         waits: Waits,
         inflight: InFlight,
+        sub_agents: SubAgents,
         *,
         finished: Callable[[], bool],
     ) -> None:
@@ -105,6 +110,7 @@ class Handlers:
         self._budget = budget
         self._waits = waits
         self._inflight = inflight
+        self._sub_agents = sub_agents
         self._finished = finished
 
     # ---- signals
@@ -116,6 +122,7 @@ class Handlers:
             names.SIGNAL_CANCEL: self._cancel,
             names.SIGNAL_SEND_MESSAGE: self._send_message,
             names.SIGNAL_MODEL_UNREACHABLE: self._model_unreachable,
+            names.SIGNAL_SUB_AGENT_REPORT: self._sub_agent_report,
         }
         handler = handlers.get(name)
         if handler is None:
@@ -166,6 +173,7 @@ class Handlers:
         self._state.cancel = request
         if request.immediate:
             self._inflight.cancel_all()
+        await self._sub_agents.cancel(request)  # every sub-agent still running, with the reason
 
     async def _send_message(self, payload: object) -> None:
         message = self._accept(names.SIGNAL_SEND_MESSAGE, parse_user_message(payload))
@@ -177,6 +185,16 @@ class Handlers:
         problem = self._conversation.hold(message)
         if problem is not None:
             self._ctx.warn(f"send_message: {problem}; message ignored")
+
+    async def _sub_agent_report(self, payload: object) -> None:
+        """A sub-agent tells where it stands (`SubAgentReport`)."""
+        try:
+            report = SubAgentReport.model_validate(payload)
+        except ValidationError as err:
+            self._ctx.warn(f"{names.SIGNAL_SUB_AGENT_REPORT}: invalid report: {describe(err)}")
+            return
+        if (problem := self._sub_agents.take_report(report)) is not None:
+            self._ctx.warn(f"{names.SIGNAL_SUB_AGENT_REPORT}: {problem}; ignored")
 
     async def _model_unreachable(self, payload: object) -> None:
         """`call_llm` could not reach the model server and will try again: people are told at

@@ -41,6 +41,9 @@ class Ended:
     """The run cannot go on: it ends `error` saying why."""
 
     problem: str
+    outage: bool = False
+    """The model server stayed out of reach until the call gave up: a session's turn ends
+    instead (`versions.Patched.sessions_outlive_outages`)."""
 
 
 class ModelCall:
@@ -118,7 +121,7 @@ class ModelCall:
                 if (problem := self._compactor.too_long(named, detail, sent)) is None:
                     return None
                 return Ended(problem)
-            return Ended(f"LLM call failed: {detail}")
+            return Ended(f"LLM call failed: {detail}", calls.model_unreachable(err) is not None)
         finally:
             self._inflight.remove("llm")
         if response.usage_reported:

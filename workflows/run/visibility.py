@@ -18,6 +18,7 @@ from workflows.model import (
     PendingQuestion,
     Phase,
     Quorum,
+    SubAgentStatus,
     ToolCall,
 )
 from workflows.people.ask_user import Question
@@ -80,6 +81,7 @@ def status_of(
     questions: list[PendingQuestion],
     quorums: list[Quorum],
     budget: BudgetStatus | None,
+    sub_agents: list[SubAgentStatus],
 ) -> AgentStatus:
     """The `status` query's answer: the phase, what waits for whom, and since when."""
     wait = state.approval_wait if phase in PERSON_PHASES else None
@@ -98,4 +100,6 @@ def status_of(
         pending_questions=questions,
         budget=budget,
         quorums=quorums,
+        sub_agents=sub_agents,
+        parent=state.options.parent,
     )

@@ -1,6 +1,6 @@
 """What the run says to people in its own words: the `error` messages of a cancel and a timeout,
-the `warning`s about a reply cut off, a run or a turn stopped at one of its limits, a model that
-returned nothing, and the nudge that asks it again. Pure."""
+the `warning`s about a reply cut off, a run or a turn stopped at one of its limits or by a model
+server out of reach, a model that returned nothing, and the nudge that asks it again. Pure."""
 
 from __future__ import annotations
 
@@ -60,6 +60,15 @@ def round_limit_warning(
     return (
         f"the run stopped at its round limit (max_rounds {max_rounds}) before the model gave a"
         f" final answer{said}"
+    )
+
+
+def outage_warning(problem: str) -> str:
+    """A session's turn that ends because the model server stayed out of reach (`problem` names
+    it and how long the call tried)."""
+    return (
+        f"this turn stopped without an answer: {problem}; {SESSION_WAITS}, and the next one"
+        " asks the model again"
     )
 
 

@@ -1,0 +1,204 @@
+"""Sub-agents on the dev server with a real worker: a `delegate` call runs a child
+`AgentWorkflow` under the same people, rules and budget, and its answer is the call's result.
+The model is scripted per run (the parent and each child by workflow id); the tools are fakes."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.service import RPCError
+
+from tests.fakes import FakeAgentActivities, calls, text
+from tests.helpers import (
+    event_types,
+    events,
+    start_run,
+    status,
+    wait_for_phase,
+    wait_until,
+    worker_for,
+)
+from workflows import names
+from workflows.model import (
+    AgentRunInput,
+    AgentRunOptions,
+    AgentRunResult,
+    ChatMessage,
+    LlmRequest,
+    LlmResponse,
+    SubAgentOf,
+    ToolApprovalResponse,
+)
+from workflows.run.sub_agents import DELEGATE
+
+
+class ByRun:
+    """The model's replies, scripted per run: the parent's by its own id, a sub-agent's by the
+    `delegate` call's id (the suffix of its workflow id)."""
+
+    def __init__(self, parent: list[LlmResponse], **children: list[LlmResponse]) -> None:
+        self.scripts = {"": parent, **children}
+        self.seen: dict[str, list[LlmRequest]] = {}
+
+    def __call__(self, request: LlmRequest) -> LlmResponse:
+        key = request.workflow_id.rsplit(".", 1)[1] if "." in request.workflow_id else ""
+        asked = self.seen.setdefault(key, [])
+        asked.append(request)
+        script = self.scripts.get(key, [])
+        return script[len(asked) - 1] if len(asked) <= len(script) else text("(nothing more)")
+
+
+def fake_with(script: ByRun, **kwargs: Any) -> FakeAgentActivities:
+    return FakeAgentActivities(replies=[script] * 100, **kwargs)
+
+
+def delegate(call_id: str, task: str, **more: Any) -> tuple[str, str, str]:
+    return (call_id, DELEGATE, json.dumps({"task": task, **more}))
+
+
+def run_input(prompt: str = "Look through the logs", **options: Any) -> AgentRunInput:
+    return AgentRunInput(
+        messages=[ChatMessage.system("You are careful."), ChatMessage.user(prompt)],
+        options=AgentRunOptions(sub_agents=True, **options),
+    )
+
+
+async def started(handle: Any) -> Any:
+    """The child's handle once Temporal has it (a query before its start finds no workflow)."""
+
+    async def exists() -> bool:
+        try:
+            await handle.describe()
+        except RPCError:
+            return False
+        return True
+
+    await wait_until(exists)
+    return handle
+
+
+def tool_result(messages: list[ChatMessage], call_id: str) -> dict[str, Any]:
+    found = next(m for m in messages if m.role == "tool" and m.tool_call_id == call_id)
+    return json.loads(found.content)
+
+
+async def test_a_delegate_call_runs_a_child_whose_answer_is_its_result(client, task_queue):
+    script = ByRun(
+        [calls(delegate("call_1", "Count the errors in logs/app.log")), text("There are 3.")],
+        call_1=[text("I counted 3 errors.")],
+    )
+    fake = fake_with(script)
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, run_input())
+        result = await handle.result()
+        kinds = event_types(await events(handle))
+    child = f"{handle.id}.call_1"
+    assert result.finish_reason == "stop"
+    data = tool_result(result.messages, "call_1")
+    assert data == {
+        "ok": True,
+        "error": None,
+        "data": {"answer": "I counted 3 errors.", "workflow_id": child,
+                 "finish_reason": "stop", "tokens": 15},
+    }  # fmt: skip
+    # The child's conversation: the parent's system prompt, then the task.
+    first = script.seen["call_1"][0]
+    assert first.workflow_id == child and first.tools and DELEGATE in first.tools
+    assert kinds.index("sub_agent_started") < kinds.index("sub_agent_finished")
+    described = await client.get_workflow_handle(child).describe()
+    assert described.status == WorkflowExecutionStatus.COMPLETED
+    assert described.parent_id == handle.id
+
+
+async def test_a_childs_delete_asks_the_same_people_and_the_parent_shows_it(client, task_queue):
+    script = ByRun(
+        [calls(delegate("call_1", "Delete the logs folder")), text("Done.")],
+        call_1=[calls(("c1", "delete_path", '{"path": "logs"}')), text("Deleted.")],
+    )
+    fake = fake_with(script)
+    async with worker_for(client, task_queue, fake):
+        handle = await start_run(client, task_queue, run_input())
+        child = await started(client.get_workflow_handle(f"{handle.id}.call_1"))
+        waiting = await wait_for_phase(child, "awaiting_approval")
+        assert waiting.parent == SubAgentOf(
+            workflow_id=handle.id, run_id=handle.result_run_id or "",
+            call_id="call_1", depth=1, task="Delete the logs folder",
+        )  # fmt: skip
+
+        async def parent_shows_it() -> Any:
+            now = await status(handle)
+            agents = now.sub_agents
+            return now.phase == "waiting_for_sub_agents" and agents and agents[0].pending_approvals
+
+        await wait_until(parent_shows_it)
+        assert "sub_agent_waiting" in event_types(await events(handle))
+        assert fake.tool_requests == []
+        await child.execute_update(
+            names.UPDATE_SUBMIT_APPROVAL,
+            ToolApprovalResponse(call_id="c1", approved=True, approver="ann"),
+        )
+        result = await handle.result()
+        audit = await handle.query(names.QUERY_AUDIT)
+    assert [r.name for r in fake.tool_requests] == ["delete_path"]
+    assert tool_result(result.messages, "call_1")["data"]["answer"] == "Deleted."
+    assert any(d.get("workflow_id") == child.id for d in audit["decisions"])
+
+
+async def test_parallel_children_and_a_failed_one(client, task_queue):
+    script = ByRun(
+        [calls(delegate("a", "one"), delegate("b", "two", max_rounds=1)), text("ok")],
+        a=[text("first answer")],
+        b=[calls(("x", "list_dir", '{"path": "."}')), calls(("y", "list_dir", '{"path": "t"}'))],
+    )
+    async with worker_for(client, task_queue, fake_with(script)):
+        handle = await start_run(client, task_queue, run_input())
+        result = await handle.result()
+    assert tool_result(result.messages, "a")["data"]["answer"] == "first answer"
+    failed = tool_result(result.messages, "b")
+    assert failed["ok"] is False
+    assert failed["error"].startswith(f"sub-agent {handle.id}.b ended with max_rounds")
+
+
+async def test_cancelling_the_parent_cancels_the_waiting_child(client, task_queue):
+    script = ByRun(
+        [calls(delegate("call_1", "Delete the logs folder"))],
+        call_1=[calls(("c1", "delete_path", '{"path": "logs"}'))],
+    )
+    async with worker_for(client, task_queue, fake_with(script)):
+        handle = await start_run(client, task_queue, run_input())
+        child_id = f"{handle.id}.call_1"
+        child = await started(client.get_workflow_handle(child_id, result_type=AgentRunResult))
+        await wait_for_phase(child, "awaiting_approval")
+        await handle.signal(names.SIGNAL_CANCEL, {"reason": "wrong folder"})
+        result = await handle.result()
+        child_result = await child.result()
+    assert result.finish_reason == "cancelled" and child_result.finish_reason == "cancelled"
+    assert child_result.error is not None and "wrong folder" in child_result.error
+    assert (await child.describe()).status == WorkflowExecutionStatus.COMPLETED
+
+
+async def test_depth_is_bounded(client, task_queue):
+    script = ByRun(
+        [calls(delegate("a", "go deeper")), text("top")],
+        a=[calls(delegate("b", "deeper still")), text("middle")],
+        b=[text("bottom")],
+    )
+    async with worker_for(client, task_queue, fake_with(script)):
+        handle = await start_run(client, task_queue, run_input())
+        await handle.result()
+    assert DELEGATE in (script.seen["a"][0].tools or [])
+    assert DELEGATE not in (script.seen["b"][0].tools or [])  # depth 2 = AGENT_MAX_DEPTH
+
+
+async def test_a_run_cannot_claim_a_parent(client, task_queue):
+    forged = run_input(parent=SubAgentOf(workflow_id="x", run_id="r", call_id="c"))
+    async with worker_for(client, task_queue, fake_with(ByRun([text("hi")]))):
+        handle = await start_run(client, task_queue, forged, f"x.c-{uuid.uuid4()}")
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        said = [e for e in await events(handle) if e.type == "error"]
+    assert any("options.parent" in e.message for e in said)
