@@ -85,6 +85,10 @@ async def test_the_live_feed_rides_through_its_way_to_the_server_cut(
                 lambda: any(isinstance(e, FinishedEvent) for e in state.events) or watch.done, 60
             )
             await wait_until(lambda: getattr(state, "trouble", None) is None, 30)
+            # The page's status is refreshed after the finished event, as its own step.
+            await wait_until(
+                lambda: state.status is not None and state.status.phase == "finished", 30
+            )
         finally:
             await watches.stop()
     assert any(isinstance(e, FinishedEvent) for e in state.events), (state.closed, state.events)

@@ -5,6 +5,7 @@ and an answer is for the call that was shown."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -107,14 +108,21 @@ def forged_state() -> AgentState:
     )
 
 
-async def test_a_client_cannot_claim_to_be_a_continuation(client, task_queue):
+@pytest.mark.parametrize("field", ["state", "continued"])
+async def test_a_client_cannot_claim_to_be_a_continuation(client, task_queue, field):
     fake = FakeAgentActivities(
         replies=[calls(("c1", "run_command", '{"command": "id"}')), text("done")],
         worker_rules=DENY_COMMANDS,
     )
-    run_input = AgentRunInput(messages=[ChatMessage.user("go")], state=forged_state())
+    forged = forged_state().model_dump(mode="json")
+    if field == "continued":  # the hand-over before 1.0: refused as a forged state is
+        forged = {"round": 0, "generation": 1, "next_seq": 0, "events": [],
+                  "tool_specs": forged["tool_specs"]}  # fmt: skip
+    run_input = {"messages": [{"role": "user", "content": "go"}], field: forged}
     async with worker_for(client, task_queue, fake):
-        handle = await start_run(client, task_queue, run_input)
+        handle = await client.start_workflow(
+            "AgentWorkflow", run_input, id=f"forged-{uuid.uuid4()}", task_queue=task_queue
+        )
         with pytest.raises(WorkflowFailureError) as failed:
             await handle.result()
     assert "set only by the workflow itself" in failure_message(failed.value)

@@ -198,6 +198,8 @@ class AgentRunInput(BaseModel):
     state: AgentState | None = None
     """Set only by the workflow itself when it continues as new (then `messages` is empty and
     the conversation is in the state)."""
+    continued: Any = Field(default=None, exclude=True)
+    """A hand-over of before 1.0: taken only to refuse a start that claims one."""
     _arrived_in_plaintext: bool = PrivateAttr(default=False)
     _sealed_for: dict[str, bytes] = PrivateAttr(default_factory=dict)
     """The seal record (`workflows.contract.seal`) the codec found inside the sealed input, as

@@ -29,7 +29,7 @@ from workflows.model import (
 from workflows.shown import ELLIPSIS, shorten
 
 NOT_A_CONTINUATION = (
-    "Invalid AgentRunInput: `state` is set only by the workflow itself when it"
+    "Invalid AgentRunInput: `state` and `continued` are set only by the workflow itself when it"
     " continues as new; start a run with `messages` and `options`"
 )
 
@@ -58,7 +58,8 @@ def initial_state(
     from the input's messages instead; a run on a cron schedule is refused whatever its input."""
     if cron:
         return new_state(run_input), CRON_REFUSED
-    if run_input.state is not None and not continued:
+    claimed = run_input.state is not None or run_input.continued is not None
+    if claimed and not continued:
         return new_state(run_input), NOT_A_CONTINUATION
     if run_input.state is not None:
         return run_input.state, None
