@@ -26,7 +26,7 @@ from runtime.connect import data_converter
 from runtime.trace_interceptor import AgentTracingInterceptor
 from tests.fakes import FakeAgentActivities, calls, text
 from tests.helpers import start_run, wait_for_phase, wait_until, worker_for
-from tests.workflow.test_replay import HISTORIES, _name, load
+from tests.workflow.test_replay import SAMPLE, _name, load
 from workflows.metrics import RunTracking, waiting_here
 from workflows.model import AgentRunInput, AgentRunOptions
 from workflows.run.agent import AgentWorkflow
@@ -144,7 +144,7 @@ async def test_a_traced_run_is_one_tree_and_replays(client: Client, task_queue: 
     assert WAITING_RUNS.total() == before
 
 
-@pytest.mark.parametrize("path", HISTORIES, ids=[_name(p) for p in HISTORIES])
+@pytest.mark.parametrize("path", SAMPLE, ids=[_name(p) for p in SAMPLE])
 async def test_recorded_histories_replay_traced(path: Path) -> None:
     tracing, exporter = traced()
     history: WorkflowHistory = load(path)
