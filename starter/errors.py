@@ -9,7 +9,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from runtime.codec import find_decryption_error
 from runtime.connect import task_queue
 from runtime.shown_commands import temporal_command, worker_command
-from starter.handle import NoWorker
+from starter.request_trouble import NoWorker
 
 EXIT_OK = 0
 EXIT_ERROR = 1

@@ -34,10 +34,11 @@ from temporalio.service import RPCError
 
 from runtime.shown_commands import starter_command
 from starter.errors import refusal
-from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
+from starter.handle import AgentHandle, AnswerNotDelivered
 from starter.output import Output
 from starter.patience import Patience
 from starter.render import call_text, pin_hint, quorum_text, text_block, visible
+from starter.request_trouble import NoWorker
 from starter.signed_answer import PromptKey as ApproverKey
 from starter.signed_answer import as_sent, groups_in_users_file
 from starter.watch import Ended, Quiet, Restart, Streamed, Text, watch

@@ -30,7 +30,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError
 
-from starter.stream_transport import is_busy
+from starter.request_trouble import NoWorker, is_busy
 from workflows import names
 from workflows.contract.rules import ApprovalPolicy, PolicyView
 from workflows.model import (
@@ -66,14 +66,6 @@ refusal, and nothing was applied."""
 BUSY_PATIENCE_SECONDS = 30.0
 FIRST_BACKOFF_SECONDS = 0.5
 MAX_BACKOFF_SECONDS = 4.0
-
-
-class NoWorker(Exception):
-    """No worker answered a query or an update in time."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"no worker answered within {seconds:.0f}s")
-        self.seconds = seconds
 
 
 class AnswerNotDelivered(Exception):

@@ -32,7 +32,7 @@ from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
 from runtime.codec import find_decryption_error
-from starter.handle import NoWorker
+from starter.request_trouble import NoWorker
 from workflows.shown import one_line
 
 log = logging.getLogger(__name__)

@@ -37,7 +37,9 @@ from temporalio.client import (
     WorkflowUpdateStage,
 )
 from temporalio.contrib.workflow_streams import PollInput, PollResult
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
+
+from starter.request_trouble import is_busy
 
 if TYPE_CHECKING:
     from starter.patience import Patience
@@ -60,11 +62,6 @@ an overloaded run's refusals for many seconds while the follower shows nothing).
 CLOSED_CHECK_SECONDS = 2.0
 """While the query finds nothing new, look this often whether the run has closed."""
 
-_TOO_LARGE = (
-    "grpc: received message larger than max",
-    "grpc: message after decompression larger than max",
-    "grpc: received message after decompression larger than max",
-)
 _CLOSED = {
     WorkflowExecutionStatus.COMPLETED,
     WorkflowExecutionStatus.FAILED,
@@ -72,15 +69,6 @@ _CLOSED = {
     WorkflowExecutionStatus.TERMINATED,
     WorkflowExecutionStatus.TIMED_OUT,
 }
-
-
-def is_busy(err: BaseException) -> bool:
-    """Temporal refused a request because the run has too many in flight (not a size limit)."""
-    return (
-        isinstance(err, RPCError)
-        and err.status == RPCStatusCode.RESOURCE_EXHAUSTED
-        and not err.message.startswith(_TOO_LARGE)
-    )
 
 
 def _failure_type(err: WorkflowUpdateFailedError) -> str | None:

@@ -16,7 +16,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from runtime.codec import find_decryption_error
 from runtime.signing_key import SigningKey
 from starter import handle as agent_handle
-from starter.handle import AgentHandle, AnswerNotDelivered, NoWorker
+from starter.handle import AgentHandle, AnswerNotDelivered
+from starter.request_trouble import NoWorker
 from starter.signed_answer import as_sent, reopen_as_sent
 from starter.signed_question import question_as_sent
 from workflows.model import (

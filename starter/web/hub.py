@@ -32,7 +32,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from starter.handle import AgentHandle, NoWorker
+from starter.handle import AgentHandle
 from starter.inbox import (
     Context,
     RunGone,
@@ -46,6 +46,7 @@ from starter.inbox import (
 )
 from starter.patience import Patience
 from starter.record import RunRecord
+from starter.request_trouble import NoWorker
 from starter.watch import Ended, Quiet, Restart, Streamed, Text, watch
 from starter.web.run_answers import Key, RunAnswers
 from workflows.model import AgentEvent, AgentStatus, AuditView, ChatMessage, FinishedEvent

@@ -10,8 +10,8 @@ from temporalio.client import WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError, RPCStatusCode
 
 from starter import patience as patience_module
-from starter.handle import NoWorker
 from starter.patience import NOTICE_SECONDS, SERVER_GONE_SECONDS, Patience, transient
+from starter.request_trouble import NoWorker
 
 
 def rpc(status: RPCStatusCode, message: str = "x") -> RPCError:
