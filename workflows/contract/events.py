@@ -12,6 +12,7 @@ from pydantic import (
     model_serializer,
 )
 
+from workflows.contract.inputs import ForkedFrom
 from workflows.contract.messages import (
     SIGNED_FIELDS,
     AnswerValue,
@@ -231,6 +232,14 @@ class ApprovalEscalatedEvent(BaseEvent):
     that may answer them (the escalation does not widen it; left out when there are none)."""
 
 
+class ForkedEvent(BaseEvent):
+    """A fork's first event: the run started from another run's record (`options.forked_from`),
+    up to the end of that run's round `forked_from.round`. Provenance as the starter wrote it."""
+
+    type: Literal["forked"] = "forked"
+    forked_from: ForkedFrom
+
+
 AgentEvent = Annotated[
     TextDeltaEvent
     | ToolCallEvent
@@ -249,7 +258,8 @@ AgentEvent = Annotated[
     | BudgetStoppedEvent
     | ApprovalExpiredEvent
     | ApprovalReopenedEvent
-    | ApprovalEscalatedEvent,
+    | ApprovalEscalatedEvent
+    | ForkedEvent,
     Field(discriminator="type"),
 ]
 

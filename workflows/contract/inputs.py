@@ -212,6 +212,20 @@ class UserMessageInput(BaseModel):
     content: StrictStr
 
 
+class ForkedFrom(BaseModel):
+    """Where a fork comes from: the run (its workflow id and the first run id of its chain) and
+    the round of its record the fork starts after (`starter fork`). Provenance shown to people,
+    never authority: whoever starts a run may write anything here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workflow_id: Annotated[StrictStr, Field(min_length=1, max_length=1_000)]
+    run_id: Annotated[StrictStr, Field(max_length=200)] = ""
+    round: Annotated[StrictInt, Field(ge=0)] | None = None
+    """The last round (model reply, 0-based across the run) the fork's conversation holds;
+    None: the original had no reply yet."""
+
+
 class AgentRunOptions(BaseModel):
     """Per-run options. Every field is optional; unknown fields are reported as a warning."""
 
@@ -266,6 +280,9 @@ class AgentRunOptions(BaseModel):
     """The run's token budget: the prompt and completion tokens the provider reported, all
     model calls added up. At it the run pauses (`budget_exhausted`) until a person grants more
     (`grant_budget`) or stops it; the worker's `AGENT_MAX_RUN_TOKENS` is the most it may be."""
+    forked_from: ForkedFrom | None = Field(default=None, exclude_if=lambda value: value is None)
+    """Set by a fork (`starter fork`, `POST /api/runs/W/fork`): the run and round it comes from,
+    shown in `status` and in the run's first event (`forked`). Left out of the JSON when unset."""
 
 
 MAX_GRANT_TOKENS = 1_000_000_000_000

@@ -13,6 +13,7 @@ from pydantic import (
     model_serializer,
 )
 
+from workflows.contract.inputs import ForkedFrom
 from workflows.contract.messages import (
     SIGNED_FIELDS,
     AnswerValue,
@@ -210,3 +211,6 @@ class AgentStatus(BaseModel):
     enforced approver rule decides it: `quorums` says who may)."""
     approval_deadline: datetime | None = None
     """When the approval timeout of the calls waiting now passes (workflow time), if it does."""
+    forked_from: ForkedFrom | None = Field(default=None, exclude_if=lambda value: value is None)
+    """A fork's provenance (`options.forked_from`: the run and round it comes from), as whoever
+    started it wrote it; left out of the JSON for a run that is no fork."""

@@ -98,4 +98,5 @@ def status_of(
         pending_questions=questions,
         budget=budget,
         quorums=quorums,
+        forked_from=state.options.forked_from,
     )
