@@ -18,6 +18,7 @@ from runtime.shown_commands import starter_command
 from runtime.telemetry import install_quiet_runtime
 from starter import commands
 from starter.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, cannot_reach, translate
+from starter.fork_command import cmd_fork
 from starter.grant import cmd_grant
 from starter.output import Output
 
@@ -250,6 +251,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     audit.add_argument("workflow_id")
 
+    fork = sub.add_parser(
+        "fork",
+        parents=[common],
+        help="start a new run from a run's record up to the end of one of its rounds",
+    )
+    fork.add_argument("workflow_id")
+    fork.add_argument(
+        "--round",
+        type=_non_negative_int,
+        metavar="N",
+        help="the last round (model reply, from 0) the new run keeps (default: all of them)",
+    )
+    fork.add_argument("--id", help="the new run's workflow id (default: fork-<random>)")
+    fork.add_argument("--say", metavar="TEXT", help="then this user message")
+
     sub.add_parser("demo", parents=[common], help="the whole story offline, in one command")
 
     codec = sub.add_parser(
@@ -304,6 +320,7 @@ COMMANDS: dict[str, Command] = {
     "policy": commands.cmd_policy,
     "audit": commands.cmd_audit,
     "grant": cmd_grant,
+    "fork": cmd_fork,
 }
 
 
