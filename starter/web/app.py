@@ -45,7 +45,7 @@ from starter.render import (
 from starter.request_guards import MIB, AsciiHeaders, LimitedBody, LoopbackHostOnly
 from starter.runs import PAGE_SIZE as RUNS_PAGE_SIZE
 from starter.runs import STATUSES, BadFilter, RunRow, list_runs, parse_filter
-from starter.web import actions, grants
+from starter.web import actions, forks, grants
 from starter.web.actions import SignedAction
 from starter.web.auth import (
     CSRF_FIELD,
@@ -480,6 +480,15 @@ class WebApp:
             self.inbox.poke()
         return JSONResponse(answer, status_code=code, headers=headers)
 
+    async def api_fork(self, request: Request, who: Identity) -> Response:
+        """A new run from this run's record up to the end of a round (`starter.web.forks`)."""
+        body, bad = await self.json_body(request)
+        if bad is not None:
+            return bad
+        code, answer = await forks.fork(self.client, self.queue, workflow_id_of(request), body)
+        headers = {"Location": f"/runs/{segment(answer['workflow_id'])}"} if code == 201 else {}
+        return JSONResponse(answer, status_code=code, headers=headers)
+
     async def api_approve(self, request: Request, who: Identity) -> Response:
         return await self._signed_action(request, who, actions.answer)
 
@@ -572,6 +581,9 @@ class WebApp:
                 "/api/runs/{workflow_id}/messages",
                 api(self.api_message, changes=True),
                 methods=["POST"],
+            ),
+            Route(
+                "/api/runs/{workflow_id}/fork", api(self.api_fork, changes=True), methods=["POST"]
             ),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ]
