@@ -21,6 +21,7 @@ from starter.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, cannot_rea
 from starter.fork_command import cmd_fork
 from starter.grant import cmd_grant
 from starter.output import Output
+from starter.what_if_command import cmd_what_if
 
 Command = Callable[[commands.Ctx, argparse.Namespace], Awaitable[int]]
 
@@ -266,6 +267,26 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument("--id", help="the new run's workflow id (default: fork-<random>)")
     fork.add_argument("--say", metavar="TEXT", help="then this user message")
 
+    what_if = sub.add_parser(
+        "what-if",
+        parents=[common],
+        help="every recorded tool call decided again under a proposed policy (changes nothing)",
+    )
+    what_if.add_argument(
+        "--policy",
+        required=True,
+        metavar="FILE",
+        help='the proposed policy: JSON {"enforced"?: […], "rules"?: […], "defaults"?: […]}',
+    )
+    what_if.add_argument(
+        "--since",
+        metavar="DURATION",
+        help="without W: the runs active within this long (30m, 24h, 7d, 2w; default 7d)",
+    )
+    what_if.add_argument(
+        "workflow_ids", nargs="*", metavar="W", help="these runs (default: the recent ones)"
+    )
+
     sub.add_parser("demo", parents=[common], help="the whole story offline, in one command")
 
     codec = sub.add_parser(
@@ -321,6 +342,7 @@ COMMANDS: dict[str, Command] = {
     "audit": commands.cmd_audit,
     "grant": cmd_grant,
     "fork": cmd_fork,
+    "what-if": cmd_what_if,
 }
 
 
