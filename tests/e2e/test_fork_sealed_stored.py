@@ -1,9 +1,10 @@
-"""A fork with every piece its own process: the real `python worker.py` (the scripted model, the
-real tools) and `python -m starter fork`. With a key, the original is read with the key and the
-fork is sealed for its own run (its start input sealed, the seal naming the fork's workflow id),
-and a program without the key cannot read the original; with a payload store, the original's
-conversation is read back from the store and the fork's own input goes there, stored for the
-fork. The original's history is never touched."""
+"""Fork and what-if with every piece its own process: the real `python worker.py` (the scripted
+model, the real tools), `python -m starter fork` and `python -m starter what-if`. With a key,
+the original is read with the key (what-if too) and the fork is sealed for its own run (its
+start input sealed, the seal naming the fork's workflow id), and a program without the key
+cannot read the original; with a payload store, the original's conversation is read back from
+the store and the fork's own input goes there, stored for the fork. The original's history is
+never touched."""
 
 from __future__ import annotations
 
@@ -84,7 +85,9 @@ async def start_input(client: Client, workflow_id: str) -> Payload:
     return started.input.payloads[0]
 
 
-async def test_a_fork_of_a_sealed_run_is_sealed_for_its_own_run(deployment: Deployment) -> None:
+async def test_a_fork_of_a_sealed_run_is_sealed_for_its_own_run(
+    deployment: Deployment, tmp_path: Path
+) -> None:
     key = new_key()
     deployment.env[ENV_KEY] = key
     await deployment.worker()
@@ -120,6 +123,18 @@ async def test_a_fork_of_a_sealed_run_is_sealed_for_its_own_run(deployment: Depl
     seal = read_seal(opened.metadata)
     assert seal is not None and seal.workflow_id == fork_id and seal.role == "start"
     assert b"Please delete the logs folder" not in sealed.data
+    policy = tmp_path / "policy.json"
+    policy.write_text('{"enforced": [{"tool": "delete_path", "decision": "deny"}]}')
+    judged = await deployment.cli("what-if", "--policy", str(policy), original)
+    assert judged.code == 0, judged
+    assert (
+        "then: approved by ann; now: deny by rule 0 (enforced): Denied by policy" in judged.stdout
+    )
+    assert judged.stdout.splitlines()[-1] == (
+        "2 calls: 1 would be denied (approved by a person then), 1 unchanged"
+    )
+    blind = await deployment.cli("what-if", "--policy", str(policy), original, **{ENV_KEY: ""})
+    assert blind.code == 1 and "key" in blind.stderr.lower(), blind
     assert await history_length(reader, original) == before
     await fork.terminate("test over")
 
