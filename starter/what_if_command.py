@@ -13,8 +13,14 @@ from starter.commands import Ctx
 from starter.errors import EXIT_OK, EXIT_USAGE, CliError, not_found
 from starter.run_state import NotReadable
 from starter.what_if import CallDecision, PolicyFileError, ProposedPolicy, parse_policy
-from starter.what_if_runs import DEFAULT_SINCE, Report, RunDecisions, parse_duration, what_if
-from workflows.contract.arguments import arguments_value
+from starter.what_if_runs import (
+    DEFAULT_SINCE,
+    RunDecisions,
+    call_json,
+    parse_duration,
+    summary_json,
+    what_if,
+)
 from workflows.shown import arguments_display, visible
 
 MAX_POLICY_FILE_BYTES = 2_000_000
@@ -39,33 +45,6 @@ def read_policy(path: str) -> ProposedPolicy:
         raise CliError(str(err), EXIT_USAGE) from None
 
 
-def call_json(run: RunDecisions, decision: CallDecision) -> dict[str, object]:
-    """One call as `--json` prints it."""
-    then, now, call = decision.then, decision.now, decision.call
-    return {
-        "workflow_id": run.workflow_id,
-        "run_id": run.first_run_id,
-        "call_id": call.id,
-        "tool": call.name,
-        "arguments": arguments_value(call.arguments),
-        "then": {
-            "decision": then.decision,
-            "by": then.text,
-            "source": then.source,
-            "rule": then.rule,
-            "approver": then.approver,
-        },
-        "now": {
-            "decision": now.decision,
-            "by": now.text,
-            "rule": now.rule,
-            "origin": now.origin,
-            "reason": now.reason,
-        },
-        "changed": decision.changed,
-    }
-
-
 def call_line(run: RunDecisions, decision: CallDecision) -> str:
     """One call for people: run, call id, tool, the arguments as shown, then, now, changed."""
     call = decision.call
@@ -77,23 +56,6 @@ def call_line(run: RunDecisions, decision: CallDecision) -> str:
         f" {arguments_display(call.arguments)}\n"
         f"    then: {decision.then.text}; now: {decision.now.text}; {verdict}"
     )
-
-
-def summary_json(report: Report) -> dict[str, object]:
-    calls = report.calls
-    changed = [d for d in calls if d.changed]
-    return {
-        "summary": report.summary(),
-        "runs": len(report.runs),
-        "calls": len(calls),
-        "changed": len(changed),
-        "would_ask": sum(1 for d in changed if d.now.decision == "ask"),
-        "would_allow": sum(1 for d in changed if d.now.decision == "allow"),
-        "would_deny": sum(1 for d in changed if d.now.decision == "deny"),
-        "unchanged": sum(1 for d in calls if d.compared and not d.changed),
-        "not_compared": sum(1 for d in calls if not d.compared),
-        "unreadable": [{"workflow_id": w, "why": why} for w, why in report.unreadable],
-    }
 
 
 async def cmd_what_if(ctx: Ctx, args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHistory
 from starter.run_state import NotReadable, StateReplayer, first_options, start_input
 from starter.runs import BASE_QUERY
 from starter.what_if import CallDecision, ProposedPolicy, decide_again, summary_line
+from workflows.contract.arguments import arguments_value
 from workflows.model import AgentRunOptions
 
 DEFAULT_SINCE = timedelta(days=7)
@@ -164,6 +165,50 @@ async def what_if(
     if failed:
         raise failed[0]
     return report
+
+
+def call_json(run: RunDecisions, decision: CallDecision) -> dict[str, object]:
+    """One call as `--json` prints it."""
+    then, now, call = decision.then, decision.now, decision.call
+    return {
+        "workflow_id": run.workflow_id,
+        "run_id": run.first_run_id,
+        "call_id": call.id,
+        "tool": call.name,
+        "arguments": arguments_value(call.arguments),
+        "then": {
+            "decision": then.decision,
+            "by": then.text,
+            "source": then.source,
+            "rule": then.rule,
+            "approver": then.approver,
+        },
+        "now": {
+            "decision": now.decision,
+            "by": now.text,
+            "rule": now.rule,
+            "origin": now.origin,
+            "reason": now.reason,
+        },
+        "changed": decision.changed,
+    }
+
+
+def summary_json(report: Report) -> dict[str, object]:
+    calls = report.calls
+    changed = [d for d in calls if d.changed]
+    return {
+        "summary": report.summary(),
+        "runs": len(report.runs),
+        "calls": len(calls),
+        "changed": len(changed),
+        "would_ask": sum(1 for d in changed if d.now.decision == "ask"),
+        "would_allow": sum(1 for d in changed if d.now.decision == "allow"),
+        "would_deny": sum(1 for d in changed if d.now.decision == "deny"),
+        "unchanged": sum(1 for d in calls if d.compared and not d.changed),
+        "not_compared": sum(1 for d in calls if not d.compared),
+        "unreadable": [{"workflow_id": w, "why": why} for w, why in report.unreadable],
+    }
 
 
 def _why(err: BaseException) -> str:

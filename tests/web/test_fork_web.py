@@ -5,6 +5,7 @@ page's `Fork from here` in a real headless Chromium, and the `/what-if` page."""
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import uuid
 from collections.abc import AsyncIterator
@@ -168,4 +169,82 @@ async def test_fork_from_here_on_the_run_page(
     fork = client.get_workflow_handle(fork_id)
     record = await messages(fork)
     assert [m.role for m in record] == ["user", "assistant", "tool", "assistant"]
+    assert await history_length(client, original.id) == before
+
+
+WHAT_IF_POLICY = (
+    '{\n  "enforced": [\n    {"tool": "delete_path", "decision": "deny", "reason": "no"}\n  ]\n}'
+)
+
+
+async def test_the_what_if_api_for_signed_in_people(
+    client: Client, worker: Worker, served: Served
+) -> None:
+    original = await approved_delete(client, worker)
+    before = await history_length(client, original.id)
+    auth = {"Authorization": f"Bearer {served.token}"}
+    async with httpx.AsyncClient(base_url=served.url, headers=auth, timeout=60) as http:
+        response = await http.post(
+            "/api/what-if", json={"policy": WHAT_IF_POLICY, "runs": [original.id]}
+        )
+        assert response.status_code == 200, response.text
+        body = response.json()
+        assert [
+            (c["call_id"], c["then"]["by"], c["now"]["by"], c["changed"]) for c in body["calls"]
+        ] == [
+            ("call_1", "ran without asking", "allow (the tool's default)", False),
+            ("call_2", "approved by ann", "deny by rule 0 (enforced): no", True),
+        ]
+        assert body["summary"]["summary"] == (
+            "2 calls: 1 would be denied (approved by a person then), 1 unchanged"
+        )
+        as_object = await http.post(
+            "/api/what-if", json={"policy": json.loads(WHAT_IF_POLICY), "runs": [original.id]}
+        )
+        assert as_object.json()["summary"] == body["summary"]
+        broken = await http.post(
+            "/api/what-if", json={"policy": WHAT_IF_POLICY.replace('"no"', '"no",'), "runs": []}
+        )
+        assert broken.status_code == 400
+        assert broken.json()["error"].startswith("the policy: line 3, column ")
+        missing = await http.post("/api/what-if", json={"policy": "{}", "runs": ["no-such-run-x"]})
+        assert missing.status_code == 404
+    async with httpx.AsyncClient(base_url=served.url, timeout=30) as anonymous:
+        refused = await anonymous.post("/api/what-if", json={"policy": "{}"})
+        assert refused.status_code == 401
+        page = await anonymous.get("/what-if", follow_redirects=False)
+        assert page.status_code == 303 and page.headers["location"].startswith("/signin")
+    assert await history_length(client, original.id) == before
+
+
+async def test_the_what_if_page_shows_every_call_decided_again(
+    client: Client, worker: Worker, served: Served, page: Page
+) -> None:
+    original = await approved_delete(client, worker)
+    before = await history_length(client, original.id)
+    await page.goto("/")
+    await page.get_by_role("link", name="What if").click()
+    await expect(page).to_have_url(served.url + "/what-if")
+    await page.get_by_label("Policy").fill(WHAT_IF_POLICY.replace('"decision"', '"desicion"'))
+    await page.get_by_label("Runs").fill(original.id)
+    await page.get_by_role("button", name="Decide again").click()
+    await expect(page.get_by_role("alert")).to_have_text(
+        "the policy: line 3: enforced.0.decision: Field required"
+    )
+    await expect(page.get_by_label("Runs")).to_have_value(original.id)
+    await page.get_by_label("Policy").fill(WHAT_IF_POLICY)
+    await page.get_by_role("button", name="Decide again").click()
+    summary = page.locator("p.what-if-summary")
+    await expect(summary).to_have_text(
+        "2 calls: 1 would be denied (approved by a person then), 1 unchanged"
+    )
+    rows = page.locator("tr.what-if-call")
+    await expect(rows).to_have_count(2)
+    changed = page.locator(f'tr[data-workflow-id="{original.id}"][data-call-id="call_2"]')
+    await expect(changed).to_have_attribute("data-changed", "true")
+    await expect(changed.locator("td.tool")).to_have_text("delete_path")
+    await expect(changed.locator("td.arguments")).to_have_text('{"path": "logs"}')
+    await expect(changed.locator("td.then")).to_have_text("approved by ann")
+    await expect(changed.locator("td.now")).to_have_text("deny by rule 0 (enforced): no")
+    await expect(changed.locator("td.changed")).to_have_text("changed")
     assert await history_length(client, original.id) == before
