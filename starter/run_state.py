@@ -20,12 +20,14 @@ codec's DecryptionError, as its queries would.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import warnings
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from temporalio import workflow
+from temporalio.api.common.v1 import Payload
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import (
     Client,
@@ -33,6 +35,7 @@ from temporalio.client import (
     WorkflowHistory,
     WorkflowHistoryEventFilterType,
 )
+from temporalio.converter import PayloadCodec
 from temporalio.worker import (
     ExecuteWorkflowInput,
     Interceptor,
@@ -111,6 +114,22 @@ class _Capture(Interceptor):
         return _Inbound
 
 
+class _ReadingCodec(PayloadCodec):
+    """The run's codec for reading: it decodes (decrypts) as the codec does, and leaves what the
+    replayed workflow encodes as it is, since a replay's commands are compared, never sent. It
+    is no `WithSerializationContext`, so the SDK does not copy the data converter for every
+    payload of every activity (what makes a replay slow): decoding needs no context."""
+
+    def __init__(self, codec: PayloadCodec) -> None:
+        self._codec = codec
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return list(payloads)
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return await self._codec.decode(payloads)
+
+
 class StateReplayer:
     """Replays runs' histories (one generation each: its start event holds what the generations
     before it handed over) and gives each run's state after the last step its history records.
@@ -118,9 +137,13 @@ class StateReplayer:
 
     def __init__(self, client: Client) -> None:
         self._capture = _Capture()
+        converter = client.data_converter
+        if converter.payload_codec is not None:
+            reading = _ReadingCodec(converter.payload_codec)
+            converter = dataclasses.replace(converter, payload_codec=reading)
         self._replayer = Replayer(
             workflows=[AgentWorkflow],
-            data_converter=client.data_converter,
+            data_converter=converter,
             interceptors=[self._capture],
             workflow_runner=UnsandboxedWorkflowRunner(),
         )

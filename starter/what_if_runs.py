@@ -4,8 +4,8 @@ event) and decide every recorded call again (`starter.what_if`).
 
 Only the server's read APIs are used: a visibility listing (which runs), describe, and history
 reads. No signal, update or query reaches any run, so nothing about them changes (their
-histories keep their length). Histories are fetched a few at a time while one replayer replays
-them one after another.
+histories keep their length). Histories are fetched a few at a time while two replayers replay
+them, each its share of the runs.
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ DEFAULT_SINCE = timedelta(days=7)
 MAX_RUNS = 10_000
 """The most runs one what-if reads (the listing stops there)."""
 FETCHING = 8
-"""Histories fetched at once while the replayer works."""
+"""Histories fetched at once while the replayers work."""
+REPLAYING = 2
+"""Replayers at once, each over a share of the runs: what one leaves to the SDK's core (in its
+own threads) overlaps with the other's Python (measured: 1.2x over one, on 2 cores)."""
 
 _DURATION = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNITS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
@@ -132,38 +135,54 @@ async def what_if(
             except Exception as err:
                 return err
 
-    tasks = [asyncio.create_task(fetch(workflow_id)) for workflow_id in ids]
+    tasks = dict(zip(ids, [asyncio.create_task(fetch(w)) for w in ids], strict=True))
     fetched: dict[str, _Fetched] = {}
+    done: dict[str, RunDecisions | str] = {}
+    """Each run's calls decided again, or why it could not be read."""
     failed: list[BaseException] = []
 
-    async def histories() -> AsyncIterator[WorkflowHistory]:
-        for workflow_id, task in zip(ids, tasks, strict=True):
-            item = await task
+    async def histories(share: list[str]) -> AsyncIterator[WorkflowHistory]:
+        for workflow_id in share:
+            item = await tasks[workflow_id]
+            if failed:
+                return
             if isinstance(item, BaseException):
-                if named:  # raised once the replayer has stopped
+                if named:  # raised once the replayers have stopped
                     failed.append(item)
                     return
-                report.unreadable.append((workflow_id, _why(item)))
+                done[workflow_id] = _why(item)
                 continue
             fetched[workflow_id] = item
             yield item.history
 
-    try:
-        async for history, state in StateReplayer(client).states(histories()):
+    async def replay(share: list[str]) -> None:
+        async for history, state in StateReplayer(client).states(histories(share)):
             item = fetched.pop(history.workflow_id)
             if isinstance(state, NotReadable):
                 if named:
-                    raise state
-                report.unreadable.append((item.workflow_id, _why(state)))
+                    failed.append(state)
+                    return
+                done[item.workflow_id] = _why(state)
                 continue
             rules = item.options.approval_policy.rules if item.options.approval_policy else []
             calls = decide_again(state, rules, proposed, open_run=item.open)
-            report.runs.append(RunDecisions(item.workflow_id, item.first_run_id, item.open, calls))
+            done[item.workflow_id] = RunDecisions(
+                item.workflow_id, item.first_run_id, item.open, calls
+            )
+
+    try:
+        await asyncio.gather(*(replay(ids[i::REPLAYING]) for i in range(REPLAYING)))
     finally:
-        for task in tasks:
+        for task in tasks.values():
             task.cancel()
     if failed:
         raise failed[0]
+    for workflow_id in ids:
+        outcome = done.get(workflow_id, "not read")
+        if isinstance(outcome, str):
+            report.unreadable.append((workflow_id, outcome))
+        else:
+            report.runs.append(outcome)
     return report
 
 
