@@ -190,7 +190,7 @@ async def test_what_if_decides_every_recorded_call_again(agent: Agent, tmp_path:
     )
     assert (objects[-1]["calls"], objects[-1]["would_deny"]) == (2, 1)
 
-    recent = await agent.cli("what-if", "--json", "--since", "1h", "--policy", str(policy))
+    recent = await agent.cli("what-if", "--json", "--since", "2m", "--policy", str(policy))
     assert recent.code == 0, recent
     listed = {json.loads(line).get("workflow_id") for line in recent.stdout.splitlines()}
     assert set(ids) <= listed
