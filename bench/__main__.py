@@ -30,6 +30,7 @@ def figure_modules() -> dict[str, Measure]:
         cancel,
         compaction,
         encryption,
+        forks,
         history,
         mcp,
         observability,
@@ -61,6 +62,7 @@ def figure_modules() -> dict[str, Measure]:
         "mcp": mcp.measure,
         "store": store.measure,
         "observability": observability.measure,
+        "forks": forks.measure,
     }
 
 

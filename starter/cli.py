@@ -19,8 +19,10 @@ from runtime.shown_commands import starter_command
 from runtime.telemetry import install_quiet_runtime
 from starter import commands
 from starter.errors import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CliError, cannot_reach, translate
+from starter.fork_command import cmd_fork
 from starter.grant import cmd_grant
 from starter.output import Output
+from starter.what_if_command import cmd_what_if
 from workflows.contract.inputs import tokens_problem
 
 Command = Callable[[commands.Ctx, argparse.Namespace], Awaitable[int]]
@@ -288,6 +290,41 @@ def build_parser() -> argparse.ArgumentParser:
         help="the people of AGENT_APPROVERS_FILE, their groups and how each signs; checks every"
         " key (exit 2 for a bad file)",
     )
+    fork = sub.add_parser(
+        "fork",
+        parents=[common],
+        help="start a new run from a run's record up to the end of one of its rounds",
+    )
+    fork.add_argument("workflow_id")
+    fork.add_argument(
+        "--round",
+        type=_non_negative_int,
+        metavar="N",
+        help="the last round (model reply, from 0) the new run keeps (default: all of them)",
+    )
+    fork.add_argument("--id", help="the new run's workflow id (default: fork-<random>)")
+    fork.add_argument("--say", metavar="TEXT", help="then this user message")
+
+    what_if = sub.add_parser(
+        "what-if",
+        parents=[common],
+        help="every recorded tool call decided again under a proposed policy (changes nothing)",
+    )
+    what_if.add_argument(
+        "--policy",
+        required=True,
+        metavar="FILE",
+        help='the proposed policy: JSON {"enforced"?: […], "rules"?: […], "defaults"?: […]}',
+    )
+    what_if.add_argument(
+        "--since",
+        metavar="DURATION",
+        help="without W: the runs active within this long (30m, 24h, 7d, 2w; default 7d)",
+    )
+    what_if.add_argument(
+        "workflow_ids", nargs="*", metavar="W", help="these runs (default: the recent ones)"
+    )
+
     sub.add_parser("demo", parents=[common], help="the whole story offline, in one command")
 
     codec = sub.add_parser(
@@ -342,6 +379,8 @@ COMMANDS: dict[str, Command] = {
     "policy": commands.cmd_policy,
     "audit": commands.cmd_audit,
     "grant": cmd_grant,
+    "fork": cmd_fork,
+    "what-if": cmd_what_if,
 }
 
 

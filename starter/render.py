@@ -26,6 +26,8 @@ from workflows.model import (
     CompactionEvent,
     ErrorEvent,
     FinishedEvent,
+    ForkedEvent,
+    ForkedFrom,
     PendingQuestion,
     QuestionEvent,
     Quorum,
@@ -176,6 +178,8 @@ def event_line(event: AgentEvent) -> str:
         by = f" by {visible(event.approver)}" if event.approver else ""
         until = f", waiting until {moment(event.deadline)}" if event.deadline else ""
         return f"{r} approval_reopened {visible(event.call_id)}: asked again{by}{until}"
+    if isinstance(event, ForkedEvent):
+        return f"{r} forked {forked_text(event.forked_from)}"
     if isinstance(event, ApprovalEscalatedEvent):
         ids = ", ".join(visible(c) for c in event.call_ids)
         groups = ", ".join(visible(g) for g in event.groups)
@@ -186,6 +190,13 @@ def event_line(event: AgentEvent) -> str:
         )
         return f"{r} approval_escalated {ids} to {groups}{held}"
     return f"{r} {event.type}"  # pragma: no cover - every type is handled above
+
+
+def forked_text(fork: ForkedFrom) -> str:
+    """Where a fork comes from, as people read it: `from W (run R) after round N`."""
+    run = f" (run {visible(fork.run_id)})" if fork.run_id else ""
+    where = f"after round {fork.round}" if fork.round is not None else "before its first round"
+    return f"from {visible(fork.workflow_id)}{run} {where}"
 
 
 _CUT = re.compile(r"…\[\d+ more characters\]\Z")

@@ -51,6 +51,7 @@ from workflows.model import (
     AgentRunOptions,
     AgentStatus,
     ChatMessage,
+    ForkedFrom,
     StreamDelta,
     ToolApprovalResponse,
     ToolCall,
@@ -718,6 +719,31 @@ async def escalation_enforced(client: Client, queue: str) -> Handle:
     return handle
 
 
+async def forked(client: Client, queue: str) -> Handle:
+    """A fork (`starter fork`): the original's record up to a reply whose call has no result,
+    its provenance in the options; the call waits for a person again and is approved."""
+    listing = ToolCall(id="call_1", name="list_dir", arguments='{"path": "."}')
+    deleting = ToolCall(id="call_2", name="delete_path", arguments='{"path": "logs"}')
+    run_input = AgentRunInput(
+        messages=[
+            ChatMessage.user("Please delete the logs folder"),
+            ChatMessage.assistant("", [listing]),
+            ChatMessage.tool(listing, "logs"),
+            ChatMessage.assistant("", [deleting]),
+        ],
+        options=AgentRunOptions(
+            forked_from=ForkedFrom(workflow_id="original", run_id="first-run", round=1)
+        ),
+    )
+    fake = FakeAgentActivities(replies=[text("deleted")])
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, run_input)
+        await wait_for_phase(handle, "awaiting_approval")
+        await handle.signal("tool_approval", {"call_id": "call_2", "approved": True})
+        await handle.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "approve": approve,
     "reject": reject,
@@ -758,6 +784,7 @@ SCENARIOS: dict[str, Scenario] = {
     "expire_reask": expire_reask,
     "escalation": escalation,
     "escalation_enforced": escalation_enforced,
+    "forked": forked,
 }
 
 

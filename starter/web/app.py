@@ -45,7 +45,7 @@ from starter.render import (
 from starter.request_guards import MIB, AsciiHeaders, LimitedBody, LoopbackHostOnly
 from starter.runs import PAGE_SIZE as RUNS_PAGE_SIZE
 from starter.runs import STATUSES, BadFilter, RunRow, list_runs, parse_filter
-from starter.web import actions, grants
+from starter.web import actions, forks, grants, what_if_page
 from starter.web.actions import SignedAction
 from starter.web.auth import (
     CSRF_FIELD,
@@ -389,7 +389,39 @@ class WebApp:
             )
         return 200, {**listed, "rows": rows, "scanned": page.scanned, "error": None}
 
+    async def what_if_page(self, request: Request, who: Identity) -> Response:
+        """`GET`: the form; `POST` (the form): every recorded call decided again under the
+        pasted policy (`starter.web.what_if_page`)."""
+        asked = what_if_page.Asked()
+        if request.method != "POST":
+            page = self.render("what_if.html", request, who, asked=asked, report=None, error=None)
+            return HTMLResponse(page)
+        form = parse_qs((await request.body()).decode(errors="replace"))
+        refusal = self.guard.change_refusal(request, who, (form.get(CSRF_FIELD) or [""])[0])
+        if refusal is not None:
+            return JSONResponse({"error": refusal}, status_code=403)
+        asked = what_if_page.Asked(
+            policy=(form.get("policy") or [""])[0],
+            runs=what_if_page.runs_of((form.get("runs") or [""])[0]),
+            since=(form.get("since") or ["7d"])[0],
+        )
+        done = await what_if_page.answer(self.client, asked)
+        values = {"asked": asked, "report": done.report, "error": done.error}
+        page = self.render("what_if.html", request, who, **values)
+        return HTMLResponse(page, status_code=done.code)
+
     # ------------------------------------------------------------ API
+
+    async def api_what_if(self, request: Request, who: Identity) -> Response:
+        """`POST /api/what-if {"policy", "runs"?, "since"?}`: the calls and the summary."""
+        body, bad = await self.json_body(request)
+        if bad is not None:
+            return bad
+        asked = what_if_page.asked_by_json(body)
+        if isinstance(asked, str):
+            return JSONResponse({"error": asked}, status_code=400)
+        code, answer = what_if_page.answered_json(await what_if_page.answer(self.client, asked))
+        return JSONResponse(answer, status_code=code)
 
     async def api_runs(self, request: Request, who: Identity) -> Response:
         code, listed = await self._list_runs(request)
@@ -483,6 +515,15 @@ class WebApp:
             self.inbox.poke()
         return JSONResponse(answer, status_code=code, headers=headers)
 
+    async def api_fork(self, request: Request, who: Identity) -> Response:
+        """A new run from this run's record up to the end of a round (`starter.web.forks`)."""
+        body, bad = await self.json_body(request)
+        if bad is not None:
+            return bad
+        code, answer = await forks.fork(self.client, self.queue, workflow_id_of(request), body)
+        headers = {"Location": f"/runs/{segment(answer['workflow_id'])}"} if code == 201 else {}
+        return JSONResponse(answer, status_code=code, headers=headers)
+
     async def api_approve(self, request: Request, who: Identity) -> Response:
         return await self._signed_action(request, who, actions.answer)
 
@@ -537,6 +578,8 @@ class WebApp:
             Route("/runs", page(self.runs_page)),
             Route("/runs/{workflow_id}", page(self.run_page)),
             Route("/runs/{workflow_id}/live", api(self.run_live, changes=False)),
+            Route("/what-if", page(self.what_if_page), methods=["GET", "POST"]),
+            Route("/api/what-if", api(self.api_what_if, changes=True), methods=["POST"]),
             Route("/api/pending", api(self.api_pending, changes=False)),
             Route("/api/runs", api(self.api_runs, changes=False), methods=["GET"]),
             Route("/api/runs", api(self.api_start, changes=True), methods=["POST"]),
@@ -572,6 +615,9 @@ class WebApp:
                 "/api/runs/{workflow_id}/messages",
                 api(self.api_message, changes=True),
                 methods=["POST"],
+            ),
+            Route(
+                "/api/runs/{workflow_id}/fork", api(self.api_fork, changes=True), methods=["POST"]
             ),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ]

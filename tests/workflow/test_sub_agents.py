@@ -28,6 +28,7 @@ from workflows.model import (
     AgentRunOptions,
     AgentRunResult,
     ChatMessage,
+    ForkedFrom,
     LlmRequest,
     LlmResponse,
     SubAgentOf,
@@ -202,3 +203,19 @@ async def test_a_run_cannot_claim_a_parent(client, task_queue):
             await handle.result()
         said = [e for e in await events(handle) if e.type == "error"]
     assert any("options.parent" in e.message for e in said)
+
+
+async def test_a_forked_parents_sub_agent_is_no_fork(client, task_queue):
+    """The provenance is the parent's: its sub-agent starts no `forked` event of its own."""
+    script = ByRun([calls(delegate("call_1", "count")), text("done")], call_1=[text("3")])
+    fork = ForkedFrom(workflow_id="original", run_id="first-run", round=0)
+    async with worker_for(client, task_queue, fake_with(script)):
+        handle = await start_run(client, task_queue, run_input(forked_from=fork))
+        await handle.result()
+        child = client.get_workflow_handle(f"{handle.id}.call_1")
+        child_kinds = event_types(await events(child))
+        child_status = await status(child)
+        parent_kinds = event_types(await events(handle))
+    assert parent_kinds[0] == "forked"
+    assert "forked" not in child_kinds
+    assert child_status.forked_from is None and child_status.parent is not None

@@ -20,6 +20,7 @@ from workflows.contract.messages import (
     ToolCall,
     without_none,
 )
+from workflows.contract.views import ForkedFrom
 
 
 class BaseEvent(BaseModel):
@@ -261,6 +262,14 @@ class SubAgentFinishedEvent(BaseEvent):
     tokens: int = 0
 
 
+class ForkedEvent(BaseEvent):
+    """A fork's first event: the run started from another run's record (`options.forked_from`),
+    up to the end of that run's round `forked_from.round`. Provenance as the starter wrote it."""
+
+    type: Literal["forked"] = "forked"
+    forked_from: ForkedFrom
+
+
 AgentEvent = Annotated[
     TextDeltaEvent
     | ToolCallEvent
@@ -282,7 +291,8 @@ AgentEvent = Annotated[
     | ApprovalEscalatedEvent
     | SubAgentStartedEvent
     | SubAgentWaitingEvent
-    | SubAgentFinishedEvent,
+    | SubAgentFinishedEvent
+    | ForkedEvent,
     Field(discriminator="type"),
 ]
 

@@ -30,7 +30,7 @@ from workflows.contract.messages import (
     without_none,
 )
 from workflows.contract.rules import MAX_GROUPS, ApprovalPolicy, GroupName
-from workflows.contract.views import AuditEntry, PendingQuestion, SubAgentOf
+from workflows.contract.views import AuditEntry, ForkedFrom, PendingQuestion, SubAgentOf
 
 SIGNED_AT_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
 """`signed_at` as signers write it (`people.signatures.signed_at_text`): ISO-8601, UTC, with `Z`."""
@@ -282,6 +282,9 @@ class AgentRunOptions(BaseModel):
     """The run's token budget: the prompt and completion tokens the provider reported, all
     model calls added up. At it the run pauses (`budget_exhausted`) until a person grants more
     (`grant_budget`) or stops it; the worker's `AGENT_MAX_RUN_TOKENS` is the most it may be."""
+    forked_from: ForkedFrom | None = Field(default=None, exclude_if=lambda value: value is None)
+    """Set by a fork (`starter fork`, `POST /api/runs/W/fork`): the run and round it comes from,
+    shown in `status` and in the run's first event (`forked`). Left out of the JSON when unset."""
 
 
 MAX_GRANT_TOKENS = 1_000_000_000_000

@@ -8,8 +8,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    StrictInt,
+    StrictStr,
     model_serializer,
 )
 
@@ -189,6 +192,20 @@ class Quorum(BaseModel):
     """The people who approved it so far, in order."""
 
 
+class ForkedFrom(BaseModel):
+    """Where a fork comes from: the run (its workflow id and the first run id of its chain) and
+    the round of its record the fork starts after (`starter fork`). Provenance shown to people,
+    never authority: whoever starts a run may write anything here."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    workflow_id: Annotated[StrictStr, Field(min_length=1, max_length=1_000)]
+    run_id: Annotated[StrictStr, Field(max_length=200)] = ""
+    round: Annotated[StrictInt, Field(ge=0)] | None = None
+    """The last round (model reply, 0-based across the run) the fork's conversation holds;
+    None: the original had no reply yet."""
+
+
 class SubAgentOf(BaseModel):
     """A sub-agent's parent: the run and the `delegate` call that started it, its depth (1 for a
     parent's own sub-agent) and its task. Taken only when Temporal says the run is a child of
@@ -255,3 +272,6 @@ class AgentStatus(BaseModel):
     `waiting_for_sub_agents`); left out of the JSON while there are none."""
     parent: SubAgentOf | None = Field(default=None, exclude_if=lambda value: value is None)
     """For a sub-agent: the run and the call that started it (left out otherwise)."""
+    forked_from: ForkedFrom | None = Field(default=None, exclude_if=lambda value: value is None)
+    """A fork's provenance (`options.forked_from`: the run and round it comes from), as whoever
+    started it wrote it; left out of the JSON for a run that is no fork."""

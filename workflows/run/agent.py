@@ -45,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         ErrorEvent,
         FinishedEvent,
         FinishReason,
+        ForkedEvent,
         PendingQuestion,
         Phase,
         ToolCall,
@@ -195,6 +196,8 @@ class AgentWorkflow:
         """Read what a run needs of the worker and, in the first generation, check the input and
         let the calls it brings through the gate. A result when the run ends right there."""
         state = self._state
+        if state.generation == 0 and (fork := state.options.forked_from) is not None:
+            self._emit(ForkedEvent(forked_from=fork))  # a fork's first event says whence
         await generations.read_setup(
             state, self._approvals, self._compactor, self._sub_agents.specs
         )

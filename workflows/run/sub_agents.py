@@ -285,6 +285,7 @@ class SubAgents:
                 "max_history_events": None,
                 "max_run_tokens": left,
                 "parent": parent,
+                "forked_from": None,  # the parent's provenance, not the sub-agent's
             }
         )
         return AgentRunInput(messages=[*head, ChatMessage.user(delegation.task)], options=child)

@@ -102,4 +102,5 @@ def status_of(
         quorums=quorums,
         sub_agents=sub_agents,
         parent=state.options.parent,
+        forked_from=state.options.forked_from,
     )

@@ -115,6 +115,7 @@
       else if (kind === "cancel") await cancelRun(form);
       else if (kind === "message") await message(form);
       else if (kind === "grant") await grant(form, event.submitter);
+      else if (kind === "fork") await forkRun(form);
     } catch (err) {
       show("alert", "request failed: " + err);
     } finally {
@@ -270,6 +271,13 @@
     const system = form.elements["system"].value;
     if (system.trim()) payload.system = system;
     const result = await send("/api/runs", payload);
+    if (!result.ok) { show("alert", failure(result)); return; }
+    window.location.assign(result.location);
+  }
+
+  // A new run from this conversation up to the end of the form's round: its page opens.
+  async function forkRun(form) {
+    const result = await send(form.getAttribute("data-api"), { round: parseInt(form.getAttribute("data-round"), 10) });
     if (!result.ok) { show("alert", failure(result)); return; }
     window.location.assign(result.location);
   }
