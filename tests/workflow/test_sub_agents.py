@@ -4,6 +4,7 @@ The model is scripted per run (the parent and each child by workflow id); the to
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -202,3 +203,21 @@ async def test_a_run_cannot_claim_a_parent(client, task_queue):
             await handle.result()
         said = [e for e in await events(handle) if e.type == "error"]
     assert any("options.parent" in e.message for e in said)
+
+
+async def test_a_grant_at_a_childs_budget_counts_for_the_tree(client, task_queue):
+    """The parent never reached its own budget before its child was granted more: the grant
+    still counts for it once the child ends, so the parent goes on without a grant of its own."""
+    script = ByRun(
+        [calls(delegate("call_1", "list")), text("Listed.")],
+        call_1=[calls(("c1", "list_dir", '{"path": "."}')), text("It holds logs.")],
+    )
+    async with worker_for(client, task_queue, fake_with(script)):
+        handle = await start_run(client, task_queue, run_input(max_run_tokens=1))
+        child = await started(client.get_workflow_handle(f"{handle.id}.call_1"))
+        await wait_for_phase(child, "budget_exhausted")
+        await child.execute_update(names.UPDATE_GRANT_BUDGET, {"tokens": 100, "approver": "ann"})
+        result = await asyncio.wait_for(handle.result(), 20)  # not at its own budget meanwhile
+        budget = (await status(handle)).budget
+    assert result.finish_reason == "stop"
+    assert budget is not None and (budget.granted, budget.limit) == (100, 101)
