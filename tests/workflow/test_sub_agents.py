@@ -221,3 +221,32 @@ async def test_a_grant_at_a_childs_budget_counts_for_the_tree(client, task_queue
         budget = (await status(handle)).budget
     assert result.finish_reason == "stop"
     assert budget is not None and (budget.granted, budget.limit) == (100, 101)
+
+
+@pytest.mark.parametrize(
+    ("name", "sub_agents"), [("delegation", 2), ("sub_agent_approval", 1), ("sub_agent_cancel", 2)]
+)
+async def test_the_delegate_scenarios_to_record_run_and_replay(client, name, sub_agents):
+    """The scenarios `python -m tests.record_histories` records for this release: the parent's
+    history and each sub-agent's replay against today's workflow (nothing is written here)."""
+    from temporalio.worker import Replayer
+
+    from runtime.connect import data_converter
+    from tests.record_histories import SCENARIOS, sub_agent_histories
+    from workflows.run.agent import AgentWorkflow
+
+    handle = await SCENARIOS[name](client, f"record-{name}-{uuid.uuid4()}")
+
+    async def all_listed() -> list[Any] | None:
+        found = await sub_agent_histories(client, handle.id)
+        return found if len(found) == sub_agents else None
+
+    children = await wait_until(all_listed)
+    histories = [await handle.fetch_history(), *(history for _, history in children)]
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=data_converter())
+    for history in histories:
+        replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        assert replayed.replay_failure is None, (history.workflow_id, replayed.replay_failure)
+    result = await client.get_workflow_handle(handle.id, result_type=AgentRunResult).result()
+    expected = {"delegation": "stop", "sub_agent_approval": "stop", "sub_agent_cancel": "cancelled"}
+    assert result.finish_reason == expected[name]
