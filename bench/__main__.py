@@ -42,6 +42,7 @@ def figure_modules() -> dict[str, Measure]:
         scale,
         sessions,
         store,
+        sub_agents,
     )
 
     return {
@@ -61,6 +62,7 @@ def figure_modules() -> dict[str, Measure]:
         "mcp": mcp.measure,
         "store": store.measure,
         "observability": observability.measure,
+        "sub_agents": sub_agents.measure,
     }
 
 

@@ -51,6 +51,8 @@ FIGURES = [
     "store.round_trip.s3",
     "observability.per_round",
     "observability.worker_cpu_per_round",
+    "sub_agents.history_bytes",
+    "sub_agents.delegate_round",
 ]
 
 
