@@ -5,7 +5,8 @@ tests.notify_receiver`, on the session dev server.
 
 - A worker restarted while a sub-agent waits for a person: a new worker process takes the parent
   and the sub-agent over, the answer given on the sub-agent runs its delete, and the parent takes
-  its answer; the notifications name both runs.
+  its answer; the notifications name both runs, and the new worker's metrics count the
+  sub-agent that ended (`agent_sub_agents_total{finish_reason="stop"}`).
 - With encryption at rest (`AGENT_ENCRYPTION_KEY` for every process): a sub-agent's approval is
   answered sealed for that sub-agent (its workflow id, the update and its first run id, inside
   the ciphertext), and the same sealed answer copied to its sibling, which waits for a call of
@@ -31,6 +32,8 @@ from tests.e2e.test_encryption_e2e import Site, new_key
 from tests.e2e.test_sealed_binding import keyless, update_payload
 from tests.helpers import status, wait_for_phase, wait_until
 from tests.notify_receiver import ReceiverProcess, receiver_process
+from tests.ports import free_port
+from tests.prometheus_text import scrape, total
 from workflows.contract.arguments import arguments_digest
 from workflows.contract.seal import Seal, read_seal, update_role
 from workflows.model import AgentRunResult
@@ -110,7 +113,8 @@ async def test_a_worker_restarted_while_a_sub_agent_waits(
     # The worker goes away while the sub-agent waits; a new worker process takes over.
     assert await first.stop() == 0
     site.started.remove(first)
-    await site.worker()
+    metrics = f"127.0.0.1:{free_port()}"
+    await site.worker(AGENT_METRICS_ADDRESS=metrics)
     parent = site.client.get_workflow_handle(workflow_id, result_type=AgentRunResult)
     shown = await status(parent)  # the new worker answers for the parent: it still waits on it
     assert shown.phase == "waiting_for_sub_agents"
@@ -132,6 +136,8 @@ async def test_a_worker_restarted_while_a_sub_agent_waits(
     assert not (site.workspace / "logs").exists()
     [ended] = await notices(receiver, "run_finished", child_id)
     assert (ended["finish_reason"], ended["parent_workflow_id"]) == ("stop", workflow_id)
+    samples = await scrape(f"http://{metrics}/metrics")  # the worker that saw it end counts it
+    assert total(samples, "agent_sub_agents_total", finish_reason="stop") == 1
 
 
 async def test_a_sub_agents_approval_is_sealed_for_that_sub_agent(site: Site) -> None:
