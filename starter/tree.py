@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from starter.handle import AgentHandle
 from starter.render import one_line, visible
+from starter.runs import quotable
 from workflows import names
 from workflows.model import (
     AgentEvent,
@@ -32,6 +34,8 @@ MAX_DEPTH = 10
 """The deepest a tree is read (the worker's AGENT_MAX_DEPTH is far below it)."""
 MAX_CHILDREN = 200
 """The most sub-agents of one run a tree lists."""
+WORKER_SECONDS = 3.0
+"""How long an open run's worker has to answer its `status` (as for `pending`)."""
 
 
 @dataclass
@@ -100,8 +104,9 @@ class Node:
 
 
 async def read_tree(client: Client, workflow_id: str, *, depth: int = 0) -> Node:
-    """The run `workflow_id` and its sub-agents, to MAX_DEPTH."""
-    handle = AgentHandle(client, workflow_id)
+    """The run `workflow_id` and its sub-agents, to MAX_DEPTH. An open run whose worker does
+    not answer within WORKER_SECONDS is listed without its state."""
+    handle = AgentHandle(client, workflow_id, worker_wait=WORKER_SECONDS)
     record = await handle.record()
     events: list[AgentEvent]
     if record is not None:
@@ -137,20 +142,22 @@ async def read_tree(client: Client, workflow_id: str, *, depth: int = 0) -> Node
 
 async def listed_children(client: Client, workflow_id: str) -> list[str]:
     """The runs Temporal started as this run's sub-agents (its child `AgentWorkflow`s), oldest
-    first; one id for a chain that continued as new."""
+    first; one id for a chain that continued as new. None are listed for an id visibility
+    cannot match as it is, or when the listing fails: the run's events still name its
+    sub-agents."""
+    if not quotable(workflow_id):
+        return []
     query = (
-        f'WorkflowType="{names.WORKFLOW_TYPE}" AND ParentWorkflowId="{_quoted(workflow_id)}"'
+        f'WorkflowType="{names.WORKFLOW_TYPE}" AND ParentWorkflowId="{workflow_id}"'
         ' AND ExecutionStatus!="ContinuedAsNew"'
     )
-    found = [e async for e in client.list_workflows(query, limit=MAX_CHILDREN)]
+    try:
+        found = [e async for e in client.list_workflows(query, limit=MAX_CHILDREN)]
+    except RPCError:
+        return []
     found.sort(key=lambda e: e.start_time)
     ids: list[str] = []
     for execution in found:
         if execution.id not in ids:
             ids.append(execution.id)
     return ids
-
-
-def _quoted(text: str) -> str:
-    """Text inside a visibility query's double quotes."""
-    return text.replace("\\", "\\\\").replace('"', '\\"')
