@@ -69,7 +69,8 @@ def json_body(request: NotifyRequest, *, link: str | None, include_content: bool
     approver rule decides: only those may);
     `run_finished`: `event`, `workflow_id`, `run_id`, `finish_reason`, `error` (only with
     `include_content`), `url`; `budget_exhausted`: `used`, `limit`, `waiting_since`, `url`. `url`
-    is null without an inbox."""
+    is null without an inbox. A sub-agent's notification names its parent too, before `url`:
+    `parent_workflow_id` and `parent_call_id` (the `delegate` call that started it)."""
     body: dict[str, Any] = {
         "event": request.event,
         "workflow_id": request.workflow_id,
@@ -102,6 +103,9 @@ def json_body(request: NotifyRequest, *, link: str | None, include_content: bool
                 if request.error is None
                 else shorten(request.error, ERROR_CHARS, ELLIPSIS, within=True)
             )
+    if request.parent_workflow_id is not None:  # a sub-agent's: the run that delegated to it
+        body["parent_workflow_id"] = request.parent_workflow_id
+        body["parent_call_id"] = request.parent_call_id
     body["url"] = link
     return body
 
@@ -134,12 +138,20 @@ def _slack_since(moment: datetime | None) -> str:
     return f" since {moment.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
+def _slack_parent(request: NotifyRequest) -> str:
+    """For a sub-agent's notification: ` (sub-agent of `W`, its call `call_1`)`; else nothing."""
+    if request.parent_workflow_id is None:
+        return ""
+    call = slack_code(request.parent_call_id or "?")
+    return f" (sub-agent of {slack_code(request.parent_workflow_id)}, its call {call})"
+
+
 def slack_text(request: NotifyRequest, *, link: str | None, include_content: bool) -> str:
     """One short line for a Slack channel: the tool, the run (a link to its inbox page when there
-    is one) and the call; the arguments (bounded) only with `include_content`; then what pins an
-    answer to the call (`starter approve --run-id R --sha256 D`; the digest only with the
-    arguments it is of)."""
-    run = _slack_run(request, link)
+    is one; for a sub-agent, whose sub-agent it is) and the call; the arguments (bounded) only
+    with `include_content`; then what pins an answer to the call (`starter approve --run-id R
+    --sha256 D`; the digest only with the arguments it is of)."""
+    run = _slack_run(request, link) + _slack_parent(request)
     if request.event == "budget_exhausted":
         return (
             f":money_with_wings: Run {run} used {request.used or 0:,} of {request.limit or 0:,}"

@@ -10,6 +10,11 @@ It only looks at the conversation since the last user message:
   - "read X" → `read_file {"path": X}`; "list" / "ls" → `list_dir {"path": "."}`;
   - "ask me: QUESTION (options: A, B)" → `ask_user` (options optional; "(any of: A, B)" lets
     the person choose several), when the run offers it;
+  - "delegate: TASK" → `delegate {"task": TASK}`, when the run offers it (a sub-agent's
+    conversation then starts with TASK, which works as any prompt: "delegate: delete the logs
+    folder"); "delegate: A; delegate: B" → two calls in one reply; "delegate (max_rounds 1;
+    tools: list_dir, read_file): TASK" passes `max_rounds` and `tools`; "delegate: delegate:
+    TASK" hands the delegation itself down;
   - anything else → a short text saying what it is and what it can do;
 - after tool results: a rejection (`Rejected: …`) is acknowledged with its reason, a result is
   summarised, an error envelope is reported.
@@ -50,13 +55,17 @@ _DELETE = re.compile(
 _READ = re.compile(r"\b(?:read|cat)\s+(?:the\s+)?(?:file\s+)?(?P<path>\S+)", re.IGNORECASE)
 _LIST = re.compile(r"\b(?:list|ls)\b", re.IGNORECASE)
 _ASK = re.compile(r"\bask\s+me\s*:\s*(?P<question>.+)", re.IGNORECASE | re.DOTALL)
+_DELEGATE_TO = re.compile(
+    r"^\W*delegate\s*(?:\((?P<options>[^)]*)\))?\s*:\s*(?P<task>.+)", re.IGNORECASE | re.DOTALL
+)
+_MORE_DELEGATIONS = re.compile(r";\s*(?=delegate\s*(?:\([^)]*\))?\s*:)", re.IGNORECASE)
 _CHOICES = re.compile(r"\((?P<kind>options|any of)\s*:\s*(?P<options>[^)]*)\)\s*$", re.IGNORECASE)
 _STRIP = "'\"`“”‘’.,;:!?()[]{}<>"
 
 
 @dataclass(frozen=True)
 class Intent:
-    kind: str  # "ask", "run", "delete", "read", "list" or "help"
+    kind: str  # "delegate", "ask", "run", "delete", "read", "list" or "help"
     argument: str = ""
 
 
@@ -67,6 +76,8 @@ def clean_path(token: str) -> str:
 
 
 def parse_intent(text: str) -> Intent:
+    if _DELEGATE_TO.match(text):
+        return Intent("delegate", text.strip())
     match = _ASK.search(text)
     if match and match.group("question").strip():
         return Intent("ask", match.group("question").strip())
@@ -116,14 +127,19 @@ class _Reply:
         return self.respond(ChatMessage.assistant(text))
 
     def call(self, name: str, arguments: dict[str, Any], text: str = "") -> LlmResponse:
+        return self.calls(name, [arguments], text)
+
+    def calls(self, name: str, arguments: list[dict[str, Any]], text: str = "") -> LlmResponse:
+        """One reply calling `name` once per item of `arguments` (ids `call_k`, `call_k+1`, …)."""
         if name not in self.tools:
             return self.text(
                 f"I would use the {name} tool for that, but it is not available in this run."
             )
-        call = ToolCall(
-            id=f"call_{self.calls_so_far + 1}", name=name, arguments=json.dumps(arguments)
-        )
-        return self.respond(ChatMessage.assistant(text, [call]))
+        made = [
+            ToolCall(id=f"call_{self.calls_so_far + n}", name=name, arguments=json.dumps(a))
+            for n, a in enumerate(arguments, start=1)
+        ]
+        return self.respond(ChatMessage.assistant(text, made))
 
 
 def _last_user_index(messages: Sequence[ChatMessage]) -> int | None:
@@ -169,6 +185,11 @@ def _summarise(call: ToolCall, content: str) -> str:
     envelope = _envelope(content)
     if envelope is None:
         return f"The {call.name} tool did not run: {_preview(content, 200)}"
+    if call.name == "delegate" and envelope.get("ok"):
+        data = envelope.get("data")
+        if isinstance(data, dict):
+            said = _preview(str(data.get("answer") or ""), 600)
+            return f"Sub-agent {data.get('workflow_id')} answered: {said}"
     if call.name == "ask_user":
         data = envelope.get("data")
         answer = data.get("answer") if isinstance(data, dict) else None
@@ -263,7 +284,32 @@ def ask_arguments(text: str) -> dict[str, Any]:
     return arguments
 
 
+def delegations(text: str) -> list[dict[str, Any]]:
+    """`delegate (OPTIONS): TASK; delegate: TASK …` as the arguments of `delegate` calls: one
+    per `; delegate:`, each with its `max_rounds N` and `tools: a, b` options when given."""
+    found = []
+    for part in _MORE_DELEGATIONS.split(text.strip()):
+        match = _DELEGATE_TO.match(part)
+        if match is None:
+            continue
+        task = match.group("task").strip().rstrip(";").strip()
+        if not task:
+            continue
+        arguments: dict[str, Any] = {"task": task}
+        for option in (match.group("options") or "").split(";"):
+            name, _, value = option.strip().partition(" ")
+            if name.lower() == "max_rounds" and value.strip().isdigit():
+                arguments["max_rounds"] = int(value.strip())
+            elif name.lower().rstrip(":") == "tools":
+                arguments["tools"] = [t.strip() for t in value.split(",") if t.strip()]
+        found.append(arguments)
+    return found
+
+
 def _start(reply: _Reply, intent: Intent) -> LlmResponse:
+    if intent.kind == "delegate":
+        asked = delegations(intent.argument)
+        return reply.calls("delegate", asked) if asked else reply.text(HELP_TEXT)
     if intent.kind == "ask":
         return reply.call("ask_user", ask_arguments(intent.argument))
     if intent.kind == "run":

@@ -43,6 +43,7 @@ def figure_modules() -> dict[str, Measure]:
         scale,
         sessions,
         store,
+        sub_agents,
     )
 
     return {
@@ -63,6 +64,7 @@ def figure_modules() -> dict[str, Measure]:
         "store": store.measure,
         "observability": observability.measure,
         "forks": forks.measure,
+        "sub_agents": sub_agents.measure,
     }
 
 

@@ -53,7 +53,7 @@ def audit_lines(workflow_id: str, view: AuditView, run_id: str | None = None) ->
     if not view.decisions:
         lines.append("no decision yet")
         return lines
-    rows: list[tuple[tuple[str, ...], str | None]] = []
+    rows: list[tuple[tuple[str, ...], str | None, str | None]] = []
     for number, entry in enumerate(view.decisions, start=view.dropped + 1):
         arguments = audit_arguments(entry.arguments) + (" (edited)" if entry.edited else "")
         decision = audit_action(entry)
@@ -71,8 +71,9 @@ def audit_lines(workflow_id: str, view: AuditView, run_id: str | None = None) ->
             decided_by(entry),
             arguments,
         )
-        rows.append((cells, visible(entry.reason) if entry.reason else None))
-    widths = [max(len(HEADER[i]), *(len(cells[i]) for cells, _ in rows)) for i in range(6)]
+        reason = visible(entry.reason) if entry.reason else None
+        rows.append((cells, reason, visible(entry.workflow_id) if entry.workflow_id else None))
+    widths = [max(len(HEADER[i]), *(len(cells[i]) for cells, _, _ in rows)) for i in range(6)]
 
     def line(cells: tuple[str, ...]) -> str:
         return (
@@ -82,8 +83,10 @@ def audit_lines(workflow_id: str, view: AuditView, run_id: str | None = None) ->
     lines.append("")
     lines.append(line(HEADER))
     indent = " " * (widths[0] + 2)
-    for shown, reason in rows:
+    for shown, reason, sub_agent in rows:
         lines.append(line(shown))
+        if sub_agent:  # a sub-agent's decision, kept in its parent's audit
+            lines.append(f"{indent}in sub-agent {sub_agent}")
         if reason:
             lines.append(f"{indent}reason: {reason}")
     return lines

@@ -170,6 +170,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="offer the model the ask_user tool: questions that wait for a person's answer",
     )
     run.add_argument(
+        "--sub-agents",
+        action="store_true",
+        help="offer the model the delegate tool: tasks handed to sub-agents (child runs under"
+        " the same people, rules and budget)",
+    )
+    run.add_argument(
         "--max-run-tokens",
         type=_positive_int,
         metavar="N",
@@ -274,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     history = sub.add_parser("history", parents=[common], help="a run's messages and events")
     history.add_argument("workflow_id")
+    history.add_argument(
+        "--tree", action="store_true", help="the run and its sub-agents, each under its parent"
+    )
 
     sub.add_parser("pending", parents=[common], help="list the runs waiting for approval")
 

@@ -52,6 +52,7 @@ from starter.render import (
     event_line,
     message_lines,
     moment,
+    parent_text,
     pin_hint,
     question_text,
     quorum_text,
@@ -61,6 +62,7 @@ from starter.render import (
 from starter.signed_answer import as_sent, reopen_as_sent
 from starter.signed_question import question_as_sent
 from starter.signer import terminal_signer
+from starter.tree import read_tree
 from workflows import names
 from workflows.contract.arguments import arguments_digest
 from workflows.model import (
@@ -187,6 +189,8 @@ async def cmd_run(ctx: Ctx, args: argparse.Namespace) -> int:
         options["on_approval_timeout"] = args.on_approval_timeout
     if args.ask_user:
         options["ask_user"] = True
+    if getattr(args, "sub_agents", False):
+        options["sub_agents"] = True
     if args.max_rounds is not None:
         options["max_rounds"] = args.max_rounds
     if args.max_run_tokens is not None:
@@ -468,6 +472,8 @@ async def cmd_history(ctx: Ctx, args: argparse.Namespace) -> int:
     """The run's messages and events: a closed run's from its history (no worker needed), an
     open run's from its queries."""
     handle = await known_handle(ctx, args.workflow_id)
+    if getattr(args, "tree", False):
+        return await history_tree(ctx, args.workflow_id)
     record = await handle.record()
     if record is not None:
         status, messages, events = record.status, record.messages, record.events
@@ -502,6 +508,17 @@ async def cmd_history(ctx: Ctx, args: argparse.Namespace) -> int:
     ctx.out.line(f"events ({len(events)}):")
     for event in events:
         ctx.out.line(f"  {event.seq:>4} {event_line(event)}")
+    return EXIT_OK
+
+
+async def history_tree(ctx: Ctx, workflow_id: str) -> int:
+    """`history W --tree`: the run and its sub-agents, each under its parent (`--json`: one
+    object per run, depth first)."""
+    tree = await read_tree(ctx.client, workflow_id)
+    for row in tree.as_json():
+        ctx.out.data(row)
+    for line in tree.lines():
+        ctx.out.line(line)
     return EXIT_OK
 
 
@@ -543,10 +560,14 @@ async def cmd_pending(ctx: Ctx, args: argparse.Namespace) -> int:
             ctx.out.line(
                 f"{visible(run.workflow_id)} (round {status.round}, {used_line(run.budget)})"
             )
+            if status.parent is not None:
+                ctx.out.line(f"  {parent_text(status.parent)}")
             ctx.out.line(f"    {cli_name()} grant {visible(run.workflow_id)} TOKENS | --stop")
             continue
         waited = age(status.awaiting_since)
         ctx.out.line(f"{visible(run.workflow_id)} (round {status.round}, waiting {waited}):")
+        if status.parent is not None:  # a sub-agent: asked where its parent's people look
+            ctx.out.line(f"  {parent_text(status.parent)}")
         quorums = {q.call_id: q for q in status.quorums}
         for call in status.pending_approvals:
             ctx.out.line(f"  {call_text(call)}")

@@ -21,6 +21,10 @@ five runs and checks each outcome:
    the tool's result, and the model says "You answered: tmp".
 7. "Please delete notes.txt" under a rule that needs two people of `ops`: an unsigned answer is
    refused, ana's signed approval is one of two, ben's second one runs the delete.
+8. "delegate: delete the tmp folder" with sub-agents on → a sub-agent (a child run) lists the
+   workspace under the parent's rules, its delete waits for the parent's people → the receiver
+   gets `approval_waiting` naming both runs → the demo approves it on the sub-agent → its answer
+   is the parent's `delegate` result, its decision is in the parent's audit, tmp is gone.
 
 Exit code 0 when every check passes, 1 otherwise.
 """
@@ -66,12 +70,14 @@ from workflows.model import (
     AgentStatus,
     ApprovalEvent,
     ApprovalVoteEvent,
+    AuditView,
     CancelRequest,
     ChatMessage,
     ErrorEvent,
     FinishedEvent,
     QuestionAnswer,
     QuestionEvent,
+    SubAgentWaitingEvent,
     ToolApprovalResponse,
     ToolCall,
 )
@@ -436,7 +442,85 @@ async def story(
     )
     checks.check(votes == [("ana", 1, 2), ("ben", 2, 2)], "ana's vote was 1 of 2, ben's 2 of 2")
     checks.check(not (workspace / "notes.txt").exists(), "notes.txt is gone after two approvals")
+
+    result, events, parent_id = await delegation(client, queue, out, receiver, checks)
+    child_id = f"{parent_id}.call_1"
+    kinds = [e.type for e in events]
+    checks.check(
+        kinds.count("sub_agent_started") == 1 and "sub_agent_waiting" in kinds,
+        "the parent started a sub-agent and showed its call waiting (sub_agent_waiting)",
+    )
+    checks.check(result.finish_reason == "stop", "run 8 finished with stop")
+    checks.check(
+        f"Sub-agent {child_id} answered: Deleted tmp." in _last_text(result),
+        "the sub-agent's answer is the delegate call's result",
+    )
+    audit = await client.get_workflow_handle(parent_id).query(
+        names.QUERY_AUDIT, result_type=AuditView
+    )
+    checks.check(
+        any(d.workflow_id == child_id and d.approver == APPROVER for d in audit.decisions),
+        "the parent's audit keeps the sub-agent's decision",
+    )
+    checks.check(
+        any(
+            d.workflow_id == child_id and d.tool == "list_dir" and d.source == "policy"
+            for d in audit.decisions
+        ),
+        "the parent's rule 0 decided the sub-agent's list_dir (its rules are the parent's)",
+    )
+    checks.check(not (workspace / "tmp").exists(), "tmp/ is gone after the sub-agent's delete")
     return checks.failures
+
+
+DELEGATION_PROMPT = "delegate: delete the tmp folder"
+
+
+async def delegation(
+    client: Client, queue: str, out: Output, receiver: DemoReceiver, checks: Checks
+) -> tuple[AgentRunResult, list[AgentEvent], str]:
+    """Run 8: a sub-agent's delete asks the parent's people; the demo approves it on the
+    sub-agent. The result, the parent's events and its workflow id."""
+    workflow_id = f"demo-{uuid.uuid4().hex[:8]}"
+    out.info("")
+    out.info(
+        "== 8. a sub-agent: its delete asks the parent's people, who answer it on the sub-agent"
+    )
+    out.info(f"user: {DELEGATION_PROMPT}    (workflow id {workflow_id}, sub-agents on)")
+
+    async def approve_on_the_sub_agent(waiting: SubAgentWaitingEvent) -> None:
+        notice = await receiver.wait_for("approval_waiting", waiting.workflow_id)
+        out.info(f"  notification received: {told(notice) if notice else '(none arrived)'}")
+        checks.check(
+            notice is not None and notice.get("parent_workflow_id") == workflow_id,
+            "the sub-agent's waiting call was notified, naming its parent",
+        )
+        call = waiting.waiting_call
+        out.info(f"  demo approves {call_text(call)} on the sub-agent {waiting.workflow_id}")
+        await _approve(client.get_workflow_handle(waiting.workflow_id), [call])
+
+    handle = await client.start_workflow(
+        names.WORKFLOW_TYPE,
+        AgentRunInput(
+            messages=[ChatMessage.user(DELEGATION_PROMPT)],
+            options=AgentRunOptions(sub_agents=True, approval_policy=DEMO_RULES),
+        ),
+        id=workflow_id,
+        task_queue=queue,
+        result_type=AgentRunResult,
+    )
+    await follow(
+        client,
+        workflow_id,
+        out,
+        on_sub_agent_waiting=approve_on_the_sub_agent,
+        user_messages=False,
+    )
+    result: AgentRunResult = await handle.result()
+    events: list[AgentEvent] = await handle.query(
+        names.QUERY_EVENTS, -1, result_type=list[AgentEvent]
+    )
+    return result, events, workflow_id
 
 
 async def _client_or_embedded(out: Output) -> tuple[Client, WorkflowEnvironment | None]:
@@ -613,7 +697,7 @@ async def run_demo(out: Output) -> int:
         return EXIT_ERROR
     out.info(
         "demo passed: approval, rejection, cancellation, the approval rules, a question, two"
-        " approvers and the notifications all behaved"
+        " approvers, a sub-agent and the notifications all behaved"
         f" ({elapsed:.1f}s)"
     )
     return EXIT_OK

@@ -26,11 +26,20 @@ class DemoReceiver:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/notify"
 
-    async def wait_for(self, event: str) -> dict[str, Any] | None:
-        """The first body of `event` that arrived (waiting up to WAIT_SECONDS), or None."""
+    async def wait_for(self, event: str, workflow_id: str | None = None) -> dict[str, Any] | None:
+        """The first body of `event` (about `workflow_id`, when given) that arrived (waiting up
+        to WAIT_SECONDS), or None."""
 
         def found() -> dict[str, Any] | None:
-            return next((b for b in self.bodies if b.get("event") == event), None)
+            return next(
+                (
+                    b
+                    for b in self.bodies
+                    if b.get("event") == event
+                    and (workflow_id is None or b.get("workflow_id") == workflow_id)
+                ),
+                None,
+            )
 
         async with self._arrived:
             with contextlib.suppress(TimeoutError):

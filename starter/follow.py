@@ -51,6 +51,7 @@ from workflows.model import (
     FinishReason,
     QuestionEvent,
     Quorum,
+    SubAgentWaitingEvent,
     TextDeltaEvent,
     ToolApprovalResponse,
     ToolCall,
@@ -67,6 +68,7 @@ is asked again (a failure that passes), not waited for while nothing is printed.
 AwaitingHandler = Callable[[WorkflowHandle[Any, Any], list[ToolCall]], Awaitable[None]]
 WaitingHandler = Callable[[WorkflowHandle[Any, Any]], Awaitable[bool]]
 QuestionHandler = Callable[[WorkflowHandle[Any, Any], QuestionEvent], Awaitable[None]]
+SubAgentHandler = Callable[[SubAgentWaitingEvent], Awaitable[None]]
 
 
 class ShownCalls(list[ToolCall]):
@@ -277,6 +279,7 @@ async def follow(
     stream: bool = True,
     on_question: QuestionHandler | None = None,
     user_messages: bool = True,
+    on_sub_agent_waiting: SubAgentHandler | None = None,
 ) -> Followed:
     """Print the run's events from `after` on until it finishes, and (from the stream) the
     model's text as it is generated, before the round's tool calls; with `user_messages`, the
@@ -332,6 +335,13 @@ async def follow(
                     how = "one option per TEXT" if item.multiple else "TEXT"
                     call = f"{visible(workflow_id)} {visible(item.call_id)}"
                     out.info(f"  answer it: {cli_name()} answer {call} {how}")
+                elif isinstance(item, SubAgentWaitingEvent) and on_sub_agent_waiting is not None:
+                    await on_sub_agent_waiting(item)
+                elif isinstance(item, SubAgentWaitingEvent) and not prompts.closed:
+                    out.info(
+                        f"  answer it on the sub-agent {visible(item.workflow_id)}: {cli_name()}"
+                        " pending prints the command"
+                    )
                 elif isinstance(item, ApprovalExpiredEvent) and not prompts.closed:
                     for call_id in item.call_ids:
                         out.info(

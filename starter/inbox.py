@@ -139,6 +139,20 @@ class WaitingRun:
             "details": "available",
             "pins": self.pins(),
             **({"budget": self.budget.model_dump()} if self.budget else {}),
+            **({"parent": self.parent_json()} if status.parent else {}),
+        }
+
+    def parent_json(self) -> dict[str, Any] | None:
+        """For a sub-agent: the run and the `delegate` call that started it, and its task (what
+        `pending --json` and `GET /api/pending` carry as `parent`; left out for other runs)."""
+        parent = self.status.parent if self.status else None
+        if parent is None:
+            return None
+        return {
+            "workflow_id": parent.workflow_id,
+            "call_id": parent.call_id,
+            "depth": parent.depth,
+            "task": parent.task,
         }
 
     def pins(self) -> list[dict[str, str | None]]:

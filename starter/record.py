@@ -59,6 +59,7 @@ _PHASES: tuple[Phase, ...] = (
     "waiting_for_message",
     "finished",
     "budget_exhausted",
+    "waiting_for_sub_agents",
 )
 
 

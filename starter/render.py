@@ -31,6 +31,10 @@ from workflows.model import (
     PendingQuestion,
     QuestionEvent,
     Quorum,
+    SubAgentFinishedEvent,
+    SubAgentOf,
+    SubAgentStartedEvent,
+    SubAgentWaitingEvent,
     TextDeltaEvent,
     ToolCall,
     ToolCallEvent,
@@ -53,8 +57,10 @@ __all__ = [
     "message_lines",
     "moment",
     "one_line",
+    "parent_text",
     "question_text",
     "rule_line",
+    "sub_agent_line",
     "text_block",
     "visible",
 ]
@@ -171,6 +177,8 @@ def event_line(event: AgentEvent) -> str:
         )
     if (line := budget_event_line(event)) is not None:
         return f"{r} {line}"
+    if (line := sub_agent_line(event)) is not None:
+        return f"{r} {line}"
     if isinstance(event, ApprovalExpiredEvent):
         ids = ", ".join(visible(c) for c in event.call_ids)
         return f"{r} approval_expired {ids}: nothing rejected; waiting until someone asks again"
@@ -197,6 +205,42 @@ def forked_text(fork: ForkedFrom) -> str:
     run = f" (run {visible(fork.run_id)})" if fork.run_id else ""
     where = f"after round {fork.round}" if fork.round is not None else "before its first round"
     return f"from {visible(fork.workflow_id)}{run} {where}"
+
+
+def sub_agent_line(event: AgentEvent) -> str | None:
+    """A sub-agent's event as a transcript line (without its round), or None for another event:
+    `sub_agent_started call_1 W.call_1: delete the logs folder`, `sub_agent_waiting call_1
+    W.call_1 waits for call_2 delete_path {…}`, `sub_agent_finished call_1 W.call_1: stop (40
+    tokens)`."""
+    if isinstance(event, SubAgentStartedEvent):
+        task = one_line(event.task, 400)
+        return f"sub_agent_started {visible(event.call_id)} {visible(event.workflow_id)}: {task}"
+    if isinstance(event, SubAgentWaitingEvent):
+        waits = call_text(event.waiting_call)
+        if event.waiting_call.name == "ask_user":
+            asked = parse_arguments(event.waiting_call.arguments).value
+            question = asked.get("question") if isinstance(asked, dict) else None
+            waits = (
+                f'an answer to {visible(event.waiting_call.id)} "{one_line(str(question), 400)}"'
+            )
+        return (
+            f"sub_agent_waiting {visible(event.call_id)} {visible(event.workflow_id)} waits for"
+            f" {waits}"
+        )
+    if isinstance(event, SubAgentFinishedEvent):
+        how = event.finish_reason or "ended without finishing"
+        return (
+            f"sub_agent_finished {visible(event.call_id)} {visible(event.workflow_id)}: {how}"
+            f" ({event.tokens:,} tokens)"
+        )
+    return None
+
+
+def parent_text(parent: SubAgentOf) -> str:
+    """Whose sub-agent a run is, as `pending`, the inbox and the tree say it: `sub-agent of W
+    (call call_1): delete the logs folder`."""
+    task = f": {one_line(parent.task, 200)}" if parent.task else ""
+    return f"sub-agent of {visible(parent.workflow_id)} (call {visible(parent.call_id)}){task}"
 
 
 _CUT = re.compile(r"…\[\d+ more characters\]\Z")

@@ -8,6 +8,12 @@ Finished runs carry their decision counts and tokens in their memo, naming the r
 have no memo yet: their phase is their `AgentStatus` search attribute, and their counts are asked
 for by the web app (`starter.web.run_counts`), not here.
 
+Sub-agents (the child runs a `delegate` call starts) are listed under their parent: a page
+without a status filter lists the runs no other run started (`ParentWorkflowId IS NULL`), then
+one more listing finds the sub-agents of its runs (`RootWorkflowId IN (…)`, Temporal's own record
+of who started whom) and puts each under its parent, depth first. A status filter lists every
+run that matches, sub-agents too, each row naming its parent.
+
 Filters are visibility queries wherever visibility can answer them: the status by
 `ExecutionStatus` and `AgentStatus`, the text by `WorkflowId STARTS_WITH`. What it cannot answer
 is checked here, row by row, over a bounded scan (`SCAN_LIMIT` rows per page asked for): how a
@@ -41,6 +47,8 @@ SCAN_LIMIT = 2_000
 rows by then ends early, with a cursor to go on from there."""
 CHAIN_LIMIT = 2_000
 """At most this many earlier generations are read to find the pages' chains' first starts."""
+SUB_AGENT_LIMIT = 1_000
+"""At most this many sub-agents are listed under the runs of one page."""
 MAX_TEXT_CHARS = 200
 LIST_TIMEOUT = timedelta(seconds=10)
 
@@ -51,6 +59,7 @@ OPEN_STATUSES = (
     "awaiting_answer",
     "waiting_for_message",
     "budget_exhausted",
+    "waiting_for_sub_agents",
 )
 FINISH_REASONS = ("stop", "max_rounds", "cancelled", "error", "budget")
 ENDED_BY_TEMPORAL = ("terminated", "timed_out", "failed")
@@ -62,7 +71,7 @@ finished by itself (the row says how: `stop`, `max_rounds`, `cancelled`, `error`
 BASE_QUERY = f'WorkflowType="{names.WORKFLOW_TYPE}" AND ExecutionStatus!="ContinuedAsNew"'
 _WAITING = (
     '("awaiting_approval", "approval_expired", "awaiting_answer", "waiting_for_message",'
-    ' "budget_exhausted")'
+    ' "budget_exhausted", "waiting_for_sub_agents")'
 )
 _PHASE = names.AGENT_STATUS.name
 STATUS_QUERIES = {
@@ -72,6 +81,7 @@ STATUS_QUERIES = {
     "approval_expired": f'ExecutionStatus="Running" AND {_PHASE}="approval_expired"',
     "waiting_for_message": f'ExecutionStatus="Running" AND {_PHASE}="waiting_for_message"',
     "budget_exhausted": f'ExecutionStatus="Running" AND {_PHASE}="budget_exhausted"',
+    "waiting_for_sub_agents": f'ExecutionStatus="Running" AND {_PHASE}="waiting_for_sub_agents"',
     "finished": 'ExecutionStatus IN ("Completed", "Canceled")',
     "stop": 'ExecutionStatus="Completed"',
     "max_rounds": 'ExecutionStatus="Completed"',
@@ -117,6 +127,10 @@ class RunRow:
     prompt: str | None = None
     """The run's first user message as its memo keeps it (cut short); None for a run started
     before the memo had it, or a memo this program cannot read."""
+    parent_workflow_id: str | None = None
+    """For a sub-agent: the run whose `delegate` call started it (Temporal's parent)."""
+    depth: int = 0
+    """How far under the page's run it is listed (0: a run of its own; 1: its sub-agent, …)."""
 
     @property
     def is_open(self) -> bool:
@@ -135,6 +149,7 @@ class RunRow:
             "counts_from": self.counts_from,
             "error": self.error,
             "prompt": self.prompt,
+            "parent_workflow_id": self.parent_workflow_id,
         }
 
 
@@ -183,6 +198,8 @@ class RunFilter:
         parts = [BASE_QUERY]
         if self.status is not None:
             parts.append(STATUS_QUERIES[self.status])
+        else:  # sub-agents are listed under their parents (`with_sub_agents`)
+            parts.append("ParentWorkflowId IS NULL")
         prefix = quotable_prefix(self.text)
         if prefix:
             parts.append(f'WorkflowId STARTS_WITH "{prefix}"')
@@ -281,6 +298,8 @@ async def row_of(execution: WorkflowExecution) -> RunRow:
         counts_from="memo" if counts is not None else None,
         error=error,
         prompt=await _prompt(execution),
+        parent_workflow_id=execution.parent_id,
+        depth=1 if execution.parent_id else 0,
     )
 
 
@@ -305,11 +324,19 @@ async def list_runs(
     """One page of runs, newest first. Raises RPCError when visibility refuses or fails."""
     cursor = cursor or Cursor()
     query = run_filter.visibility_query
+
+    async def finish(rows: list[RunRow]) -> list[RunRow]:
+        """The page's rows with their sub-agents under them (when the filter leaves them out
+        of the listing) and their chains' first starts."""
+        if run_filter.status is None:
+            rows = await with_sub_agents(client, rows)
+        return await with_chain_starts(client, rows)
+
     if not run_filter.checked_here:
         executions, token = await _visibility_page(client, query, cursor.token, page_size)
         rows = [await row_of(e) for e in executions]
         following = Cursor(token) if token else None
-        return RunsPage(await with_chain_starts(client, rows), following, len(executions))
+        return RunsPage(await finish(rows), following, len(executions))
     rows, scanned = [], 0
     token, skip = cursor.token, cursor.skip
     while True:
@@ -323,12 +350,44 @@ async def list_runs(
             if len(rows) == page_size:
                 rest = index + 1 < len(executions) or after is not None
                 following = Cursor(token, index + 1) if rest else None
-                return RunsPage(await with_chain_starts(client, rows), following, scanned)
+                return RunsPage(await finish(rows), following, scanned)
         token, skip = after, 0
         if token is None:
-            return RunsPage(await with_chain_starts(client, rows), None, scanned)
+            return RunsPage(await finish(rows), None, scanned)
         if scanned >= scan_limit:
-            return RunsPage(await with_chain_starts(client, rows), Cursor(token), scanned)
+            return RunsPage(await finish(rows), Cursor(token), scanned)
+
+
+async def with_sub_agents(client: Client, rows: list[RunRow]) -> list[RunRow]:
+    """The rows, each followed by its sub-agents (and theirs, depth first, in the order they
+    started), found in one listing by Temporal's `RootWorkflowId`."""
+    roots = sorted({r.workflow_id for r in rows if quotable(r.workflow_id)})
+    if not roots:
+        return rows
+    listed = ", ".join(f'"{i}"' for i in roots)
+    query = f"{BASE_QUERY} AND ParentWorkflowId IS NOT NULL AND RootWorkflowId IN ({listed})"
+    children: dict[str, list[RunRow]] = {}
+    try:
+        found = [e async for e in client.list_workflows(query, limit=SUB_AGENT_LIMIT)]
+    except RPCError as err:  # the runs stand without them
+        log.warning("cannot list the sub-agents of a runs page: %s", err.message)
+        return rows
+    for execution in sorted(found, key=lambda e: e.start_time):
+        if execution.parent_id:
+            children.setdefault(execution.parent_id, []).append(await row_of(execution))
+    if not children:
+        return rows
+    out: list[RunRow] = []
+
+    def place(row: RunRow, depth: int) -> None:
+        out.append(replace(row, depth=depth))
+        if depth < 10:
+            for child in children.pop(row.workflow_id, []):
+                place(child, depth + 1)
+
+    for row in rows:
+        place(row, 0)
+    return out
 
 
 async def with_chain_starts(client: Client, rows: list[RunRow]) -> list[RunRow]:

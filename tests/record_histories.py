@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -26,11 +27,13 @@ from temporalio.client import (
     Client,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowHistory,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
@@ -52,6 +55,8 @@ from workflows.model import (
     AgentStatus,
     ChatMessage,
     ForkedFrom,
+    LlmRequest,
+    LlmResponse,
     StreamDelta,
     ToolApprovalResponse,
     ToolCall,
@@ -744,6 +749,101 @@ async def forked(client: Client, queue: str) -> Handle:
     return handle
 
 
+def _per_run(parent: list[LlmResponse], **children: list[LlmResponse]) -> FakeAgentActivities:
+    """The model's replies scripted per run: the parent's, and each sub-agent's by the id of the
+    `delegate` call that started it (the last part of its workflow id)."""
+    scripts: dict[str, list[LlmResponse]] = {"": parent, **children}
+    asked: dict[str, int] = {}
+
+    def reply(request: LlmRequest) -> LlmResponse:
+        key = request.workflow_id.rsplit(".", 1)[1] if "." in request.workflow_id else ""
+        index = asked[key] = asked.get(key, -1) + 1
+        script = scripts.get(key, [])
+        return script[index] if index < len(script) else text("(nothing more)")
+
+    return FakeAgentActivities(replies=[reply] * 50)
+
+
+def _delegate(call_id: str, task: str, **more: Any) -> tuple[str, str, str]:
+    return (call_id, "delegate", json.dumps({"task": task, **more}))
+
+
+def _delegating(prompt: str) -> AgentRunInput:
+    return AgentRunInput.from_prompt(prompt, AgentRunOptions(sub_agents=True))
+
+
+async def _sub_agent(client: Client, parent: Handle, call_id: str) -> Handle:
+    """The handle of the parent's sub-agent for `call_id`, once Temporal has it."""
+    handle = client.get_workflow_handle(f"{parent.id}.{call_id}")
+
+    async def started() -> bool:
+        with contextlib.suppress(RPCError):
+            await handle.describe()
+            return True
+        return False
+
+    await wait_until(started)
+    return handle
+
+
+async def delegation(client: Client, queue: str) -> Handle:
+    """Two sub-agents of one reply at once: one answers, one ends at its round limit (a failed
+    call); the parent reads both and answers. Its sub-agents are recorded too."""
+    fake = _per_run(
+        [calls(_delegate("a", "list"), _delegate("b", "read", max_rounds=1)), text("both read")],
+        a=[calls(("x", "list_dir", '{"path": "."}')), text("it holds logs")],
+        b=[calls(("y", "read_file", '{"path": "notes.txt"}')), text("never reached")],
+    )
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _delegating("look around"))
+        await handle.result()
+    return handle
+
+
+async def sub_agent_approval(client: Client, queue: str) -> Handle:
+    """A sub-agent's delete waits for a person (the parent shows it), who answers it on the
+    sub-agent; the parent takes its answer and keeps its decision in its audit."""
+    fake = _per_run(
+        [calls(_delegate("call_1", "Delete the logs folder")), text("Done.")],
+        call_1=[calls(("c1", "delete_path", '{"path": "logs"}')), text("Deleted.")],
+    )
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _delegating("Please delete the logs folder"))
+        child = await _sub_agent(client, handle, "call_1")
+        await wait_for_phase(child, "awaiting_approval")
+
+        async def parent_shows_it() -> bool:
+            now = await handle.query("status", result_type=AgentStatus)
+            return bool(now.sub_agents and now.sub_agents[0].pending_approvals)
+
+        await wait_until(parent_shows_it)
+        await child.execute_update(
+            "submit_approval", {"call_id": "c1", "approved": True, "approver": "ann"}
+        )
+        await handle.result()
+    return handle
+
+
+async def sub_agent_cancel(client: Client, queue: str) -> Handle:
+    """Two sub-agents wait for people; the parent is cancelled with a reason, and each of them
+    ends cancelled with it."""
+    fake = _per_run(
+        [calls(_delegate("a", "Delete logs"), _delegate("b", "Delete tmp"))],
+        a=[calls(("c1", "delete_path", '{"path": "logs"}'))],
+        b=[calls(("c1", "delete_path", '{"path": "tmp"}'))],
+    )
+    async with worker_for(client, queue, fake):
+        handle = await start_run(client, queue, _delegating("Please clean up"))
+        children = [await _sub_agent(client, handle, c) for c in ("a", "b")]
+        for child in children:
+            await wait_for_phase(child, "awaiting_approval")
+        await handle.signal("cancel", {"reason": "wrong folder", "requested_by": "ann"})
+        await handle.result()
+        for child in children:
+            await child.result()
+    return handle
+
+
 SCENARIOS: dict[str, Scenario] = {
     "approve": approve,
     "reject": reject,
@@ -785,6 +885,9 @@ SCENARIOS: dict[str, Scenario] = {
     "escalation": escalation,
     "escalation_enforced": escalation_enforced,
     "forked": forked,
+    "delegation": delegation,
+    "sub_agent_approval": sub_agent_approval,
+    "sub_agent_cancel": sub_agent_cancel,
 }
 
 
@@ -814,8 +917,28 @@ async def record(selected: list[str]) -> None:
                 path = folder / f"{name}{suffix}.json"
                 path.write_text(history.to_json())
                 print(f"{path}: {len(history.events)} events")
+            for sub_agent, history in await sub_agent_histories(env.client, handle.id):
+                path = folder / f"{name}.sub-agent.{sub_agent}.json"
+                path.write_text(history.to_json())
+                print(f"{path}: {len(history.events)} events")
     finally:
         await env.shutdown()
+
+
+async def sub_agent_histories(
+    client: Client, workflow_id: str
+) -> list[tuple[str, WorkflowHistory]]:
+    """The histories of the run's sub-agents (and theirs), each named by its id after the
+    parent's (`call_1`, `call_1.call_2`): a sub-agent is a run of its own, replayed alone."""
+    query = f'RootWorkflowId="{workflow_id}" AND ParentWorkflowId IS NOT NULL'
+    query += f' AND WorkflowType="{names.WORKFLOW_TYPE}"'
+    found = []
+    async for execution in client.list_workflows(query):
+        history = await client.get_workflow_handle(
+            execution.id, run_id=execution.run_id
+        ).fetch_history()
+        found.append((execution.id.removeprefix(f"{workflow_id}."), history))
+    return sorted(found, key=lambda pair: pair[0])
 
 
 def main() -> None:

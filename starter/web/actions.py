@@ -91,7 +91,9 @@ START_FIELDS = {"prompt", "system", "options"}
 NOT_FROM_THE_WEB = ("messages", "state", "continued", "tool_approval_responses")
 """What a start from the web never carries: a conversation other than the prompt, a state or
 hand-over only the workflow itself writes, or answers given before anyone saw the calls."""
-OPTION_FIELDS = set(AgentRunOptions.model_fields) - {"tool_approval_responses"}
+OPTION_FIELDS = set(AgentRunOptions.model_fields) - {"tool_approval_responses", "parent"}
+"""The options a start from the web takes (`parent` is set only by a run for the sub-agent its
+`delegate` call starts)."""
 
 
 def start_input(body: Any) -> AgentRunInput | str:

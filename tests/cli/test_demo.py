@@ -24,6 +24,14 @@ EXPECTED_LINES = [
     "[r1] approval_vote call_2 approved by ana (ops): 1 of 2 approvals",
     "[r1] approval_vote call_2 approved by ben (ops): 2 of 2 approvals",
     "[r1] approval call_2 approved by ana, ben",
+    '[r0] tool_call call_1 delegate {"task": "delete the tmp folder"}',
+]
+SUB_AGENT_LINES = [
+    ("[r0] sub_agent_started call_1 demo-", ".call_1: delete the tmp folder"),
+    ("[r0] sub_agent_waiting call_1 demo-", 'waits for call_2 delete_path {"path": "tmp"}'),
+    ("  demo approves call_2 delete_path ", "on the sub-agent demo-"),
+    ("[r0] sub_agent_finished call_1 demo-", ": stop"),
+    ("assistant: Sub-agent demo-", "answered: Deleted tmp."),
 ]
 
 
@@ -44,6 +52,8 @@ def check_transcript(result: Result) -> list[str]:
     assert any(
         line.startswith("assistant: ") and "check what is in tmp first" in line for line in lines
     )
+    for start, within in SUB_AGENT_LINES:
+        assert any(line.startswith(start) and within in line for line in lines), (start, within)
     assert "model: scripted (rule-based, not an LLM)" in result.stdout
     assert "FAIL" not in result.stdout
     assert lines[-1].startswith("demo passed")

@@ -51,6 +51,11 @@ FIGURES = [
     "store.round_trip.s3",
     "observability.per_round",
     "observability.worker_cpu_per_round",
+    "forks.what_if_seconds",
+    "forks.fork_first_call",
+    "forks.fork_first_call_open",
+    "sub_agents.history_bytes",
+    "sub_agents.delegate_round",
 ]
 
 

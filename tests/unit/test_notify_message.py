@@ -254,3 +254,28 @@ def test_a_run_at_its_token_budget_says_used_of_limit():
     assert slack_text(stopped, link=None, include_content=False) == (
         "Run `agent-42` was stopped at its token budget"
     )
+
+
+def test_a_sub_agents_notification_names_both_runs():
+    request = waiting(workflow_id="W.call_1", parent_workflow_id="W", parent_call_id="call_1")
+    body = json_body(request, link=None, include_content=True)
+    assert list(body)[-3:] == ["parent_workflow_id", "parent_call_id", "url"]
+    assert (body["workflow_id"], body["parent_workflow_id"], body["parent_call_id"]) == (
+        "W.call_1",
+        "W",
+        "call_1",
+    )
+    assert "parent_workflow_id" not in json_body(waiting(), link=None, include_content=True)
+    line = slack_text(request, link=None, include_content=False)
+    assert line == (
+        ":hourglass_flowing_sand: `delete_path` is waiting for approval in run `W.call_1`"
+        " (sub-agent of `W`, its call `call_1`) (call `call_2`, run id `run-1`)"
+    )
+    ended = NotifyRequest(
+        event="run_finished", workflow_id="W.call_1", run_id="r", finish_reason="stop",
+        parent_workflow_id="W", parent_call_id="call_1",
+    )  # fmt: skip
+    assert slack_text(ended, link=None, include_content=False) == (
+        "Run `W.call_1` (sub-agent of `W`, its call `call_1`) finished"
+    )
+    assert json_body(ended, link=None, include_content=False)["parent_workflow_id"] == "W"

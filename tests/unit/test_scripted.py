@@ -203,3 +203,59 @@ def test_the_scripted_summary_is_bounded():
     lines = summary.splitlines()
     assert all(len(line) <= 140 for line in lines)
     assert lines[-1].startswith("- … and ") and lines[-1].endswith(" more")
+
+
+DELEGATING = [*TOOLS, "delegate"]
+
+
+def test_a_delegation_is_a_delegate_call_whose_task_works_as_any_prompt():
+    messages = [ChatMessage.user("delegate: delete the logs folder")]
+    call = only_call(messages, DELEGATING)
+    assert (call.id, call.name, json.loads(call.arguments)) == (
+        "call_1",
+        "delegate",
+        {"task": "delete the logs folder"},
+    )
+    # The sub-agent's conversation: the task as its user message, played as any prompt.
+    child = only_call([ChatMessage.user("delete the logs folder")], DELEGATING)
+    assert (child.name, json.loads(child.arguments)) == ("list_dir", {"path": "."})
+    # Offered no `delegate` (past the depth limit): it says so instead of calling it.
+    said = scripted_reply(messages, TOOLS).message
+    assert not said.tool_calls and "delegate tool" in said.content
+
+
+def test_several_delegations_options_and_nesting():
+    reply = scripted_reply(
+        [
+            ChatMessage.user(
+                "delegate: list; delegate (max_rounds 1; tools: list_dir): read notes.txt"
+            )
+        ],
+        DELEGATING,
+    ).message
+    assert [(c.id, json.loads(c.arguments)) for c in reply.tool_calls or []] == [
+        ("call_1", {"task": "list"}),
+        ("call_2", {"task": "read notes.txt", "max_rounds": 1, "tools": ["list_dir"]}),
+    ]
+    nested = only_call([ChatMessage.user("delegate: delegate: list")], DELEGATING)
+    assert json.loads(nested.arguments) == {"task": "delegate: list"}
+
+
+def test_a_sub_agents_answer_and_failure_are_reported():
+    messages = [ChatMessage.user("delegate: list; delegate: read notes.txt")]
+    reply = scripted_reply(messages, DELEGATING).message
+    first, second = reply.tool_calls or []
+    answered = {"ok": True, "error": None, "data": {"answer": "The workspace contains: logs.",
+                "workflow_id": "W.call_1", "finish_reason": "stop", "tokens": 40}}  # fmt: skip
+    failed = {"ok": False, "error": "sub-agent W.call_2 ended with max_rounds", "data": None}
+    done = [
+        *messages,
+        reply,
+        ChatMessage.tool(first, json.dumps(answered)),
+        ChatMessage.tool(second, json.dumps(failed)),
+    ]
+    said = scripted_reply(done, DELEGATING).message.content
+    assert said.splitlines() == [
+        "Sub-agent W.call_1 answered: The workspace contains: logs.",
+        "The delegate tool failed: sub-agent W.call_2 ended with max_rounds",
+    ]

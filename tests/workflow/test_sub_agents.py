@@ -4,6 +4,7 @@ The model is scripted per run (the parent and each child by workflow id); the to
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -219,3 +220,50 @@ async def test_a_forked_parents_sub_agent_is_no_fork(client, task_queue):
     assert parent_kinds[0] == "forked"
     assert "forked" not in child_kinds
     assert child_status.forked_from is None and child_status.parent is not None
+
+
+async def test_a_grant_at_a_childs_budget_counts_for_the_tree(client, task_queue):
+    """The parent never reached its own budget before its child was granted more: the grant
+    still counts for it once the child ends, so the parent goes on without a grant of its own."""
+    script = ByRun(
+        [calls(delegate("call_1", "list")), text("Listed.")],
+        call_1=[calls(("c1", "list_dir", '{"path": "."}')), text("It holds logs.")],
+    )
+    async with worker_for(client, task_queue, fake_with(script)):
+        handle = await start_run(client, task_queue, run_input(max_run_tokens=1))
+        child = await started(client.get_workflow_handle(f"{handle.id}.call_1"))
+        await wait_for_phase(child, "budget_exhausted")
+        await child.execute_update(names.UPDATE_GRANT_BUDGET, {"tokens": 100, "approver": "ann"})
+        result = await asyncio.wait_for(handle.result(), 20)  # not at its own budget meanwhile
+        budget = (await status(handle)).budget
+    assert result.finish_reason == "stop"
+    assert budget is not None and (budget.granted, budget.limit) == (100, 101)
+
+
+@pytest.mark.parametrize(
+    ("name", "sub_agents"), [("delegation", 2), ("sub_agent_approval", 1), ("sub_agent_cancel", 2)]
+)
+async def test_the_delegate_scenarios_to_record_run_and_replay(client, name, sub_agents):
+    """The scenarios `python -m tests.record_histories` records for this release: the parent's
+    history and each sub-agent's replay against today's workflow (nothing is written here)."""
+    from temporalio.worker import Replayer
+
+    from runtime.connect import data_converter
+    from tests.record_histories import SCENARIOS, sub_agent_histories
+    from workflows.run.agent import AgentWorkflow
+
+    handle = await SCENARIOS[name](client, f"record-{name}-{uuid.uuid4()}")
+
+    async def all_listed() -> list[Any] | None:
+        found = await sub_agent_histories(client, handle.id)
+        return found if len(found) == sub_agents else None
+
+    children = await wait_until(all_listed)
+    histories = [await handle.fetch_history(), *(history for _, history in children)]
+    replayer = Replayer(workflows=[AgentWorkflow], data_converter=data_converter())
+    for history in histories:
+        replayed = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        assert replayed.replay_failure is None, (history.workflow_id, replayed.replay_failure)
+    result = await client.get_workflow_handle(handle.id, result_type=AgentRunResult).result()
+    expected = {"delegation": "stop", "sub_agent_approval": "stop", "sub_agent_cancel": "cancelled"}
+    assert result.finish_reason == expected[name]

@@ -36,6 +36,7 @@ from workflows.model import (
     PERSON_PHASES,
     AgentRunInput,
     AgentRunResult,
+    BudgetState,
     BudgetStatus,
     CancelRequest,
     ChatMessage,
@@ -299,8 +300,10 @@ class SubAgents:
         used = max(tokens, record.tokens if record is not None else 0)
         state.sub_agent_tokens += used
         granted = state.sub_agent_grants.pop(call_id, 0)
-        if granted and state.budget is not None:
-            state.budget.granted += granted  # a grant at the sub-agent's budget counts for the tree
+        if granted:  # a grant at the sub-agent's budget counts for the tree
+            if state.budget is None:  # a parent that never reached its own budget carries none
+                state.budget = BudgetState()
+            state.budget.granted += granted
         if record is not None:
             done = {"phase": "finished", "finish_reason": reason, "tokens": used}
             state.sub_agents[call_id] = record.model_copy(update=done)
