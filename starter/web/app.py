@@ -520,6 +520,8 @@ class WebApp:
             return bad
         key = self.signing_key if who.via != "local" else None
         code, answer = await act(self.client, workflow_id_of(request), body, who.user, key=key)
+        if code == 409 and isinstance(answer.get("error"), str):  # say what was missing, if so
+            answer["error"] = self.viewer(who).plainly(answer["error"])
         self.inbox.poke()
         return JSONResponse(answer, status_code=code)
 

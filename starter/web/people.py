@@ -86,6 +86,15 @@ class Viewer:
             )
         return None
 
+    def plainly(self, refusal: str) -> str:
+        """The run's refusal of this person's answer, saying what was missing when this web app
+        could not sign it and the run refused it as not from someone who may (`only ops may
+        approve …`): one line."""
+        why = self.unsigned_because()
+        if why is None or not refusal.startswith("only "):
+            return refusal
+        return f"{refusal}: {why}, so this answer went unsigned"
+
     def _refusal(self, groups: list[str]) -> str | None:
         """Why the run would refuse this person's answer where only `groups` may answer, signed,
         or None when it would take it."""

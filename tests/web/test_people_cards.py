@@ -329,3 +329,57 @@ async def test_a_question_card_says_anyone_may_answer(
         assert (await handle.result()).finish_reason == "stop"
     finally:
         await dora.context.close()
+
+
+async def test_a_web_app_without_its_key_says_so_on_the_card_and_in_the_refusal(
+    client: Client,
+    web: Served,
+    browser: Browser,
+    ops_worker: tuple[str, FakeOpenAIServer, Path],
+) -> None:
+    """The web app started without AGENT_WEB_SIGNING_KEY: ann's answers go unsigned, and the
+    run refuses them under the two-of-ops rule. Her card says why she may not answer, and an
+    answer sent anyway (the JSON API) is refused with the one line saying what is missing, not
+    only `only ops may approve`, which ann is."""
+    queue, _fake, workspace = ops_worker
+    (workspace / "old").mkdir(exist_ok=True)
+    handle = await start(
+        client, queue, "Please delete the old folder", AgentRunOptions(approval_policy=TWO_OF_OPS)
+    )
+    status = await wait_for_phase(handle, "awaiting_approval")
+    [call] = status.pending_approvals
+    key = web.web.signing_key
+    web.web.signing_key = None
+    try:
+        ann = await signed_in(browser, web, "ann")
+        try:
+            card = card_of(ann, handle.id, call.id)
+            await expect(card.locator("p.who-may")).to_have_text(
+                "who may answer: 2 of ops; you may not: this web app signs nothing"
+                " (AGENT_WEB_SIGNING_KEY is not set)"
+            )
+            await expect(card.get_by_role("button", name="Approve")).to_have_count(0)
+            sent = await ann.evaluate(
+                """async ([url, body]) => {
+                    const csrf = document.querySelector('meta[name="csrf-token"]').content;
+                    const r = await fetch(url, {method: "POST", credentials: "same-origin",
+                        headers: {"content-type": "application/json", "x-csrf-token": csrf},
+                        body: JSON.stringify(body)});
+                    return [r.status, await r.json()];
+                }""",
+                [f"/api/runs/{handle.id}/approvals", {"call_id": call.id, "approved": True}],
+            )
+        finally:
+            await ann.context.close()
+    finally:
+        web.web.signing_key = key
+    assert sent == [
+        409,
+        {
+            "error": "only ops may approve delete_path, each with a signed answer (this one is"
+            " not signed): this web app signs nothing (AGENT_WEB_SIGNING_KEY is not set), so"
+            " this answer went unsigned"
+        },
+    ]
+    assert of_type(await events(handle), "approval_vote") == []
+    await handle.terminate("test over")
