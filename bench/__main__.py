@@ -42,6 +42,7 @@ def figure_modules() -> dict[str, Measure]:
         scale,
         sessions,
         store,
+        votes,
     )
 
     return {
@@ -61,6 +62,7 @@ def figure_modules() -> dict[str, Measure]:
         "mcp": mcp.measure,
         "store": store.measure,
         "observability": observability.measure,
+        "votes": votes.measure,
     }
 
 

@@ -51,6 +51,9 @@ FIGURES = [
     "store.round_trip.s3",
     "observability.per_round",
     "observability.worker_cpu_per_round",
+    "votes.signed_vote",
+    "votes.cpu_per_vote",
+    "votes.verify",
 ]
 
 
