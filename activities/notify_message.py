@@ -70,7 +70,9 @@ def json_body(request: NotifyRequest, *, link: str | None, include_content: bool
     `run_finished`: `event`, `workflow_id`, `run_id`, `finish_reason`, `error` (only with
     `include_content`), `url`; `budget_exhausted`: `used`, `limit`, `waiting_since`, `url`. `url`
     is null without an inbox. A sub-agent's notification names its parent too, before `url`:
-    `parent_workflow_id` and `parent_call_id` (the `delegate` call that started it)."""
+    `parent_workflow_id` and `parent_call_id` (the `delegate` call that started it). `who_may`
+    (`{"groups", "count"}`: a call's approver rule, or who may grant tokens) when not anyone may
+    answer."""
     body: dict[str, Any] = {
         "event": request.event,
         "workflow_id": request.workflow_id,
@@ -106,6 +108,8 @@ def json_body(request: NotifyRequest, *, link: str | None, include_content: bool
     if request.parent_workflow_id is not None:  # a sub-agent's: the run that delegated to it
         body["parent_workflow_id"] = request.parent_workflow_id
         body["parent_call_id"] = request.parent_call_id
+    if request.who_may is not None:
+        body["who_may"] = request.who_may.model_dump(mode="json")
     body["url"] = link
     return body
 
@@ -146,6 +150,18 @@ def _slack_parent(request: NotifyRequest) -> str:
     return f" (sub-agent of {slack_code(request.parent_workflow_id)}, its call {call})"
 
 
+def who_may_text(request: NotifyRequest) -> str:
+    """`; 2 of `ops` may approve` (`; only `ops` may` for a budget); empty when anyone may."""
+    who = request.who_may
+    if who is None:
+        return ""
+    groups = " or ".join(slack_code(g) for g in who.groups)
+    if request.event == "budget_exhausted":
+        return f" (only {groups} may)"
+    many = f"{who.count} of {groups}" if who.count > 1 else f"one of {groups}"
+    return f"; {many} may approve"
+
+
 def slack_text(request: NotifyRequest, *, link: str | None, include_content: bool) -> str:
     """One short line for a Slack channel: the tool, the run (a link to its inbox page when there
     is one; for a sub-agent, whose sub-agent it is) and the call; the arguments (bounded) only
@@ -155,7 +171,7 @@ def slack_text(request: NotifyRequest, *, link: str | None, include_content: boo
     if request.event == "budget_exhausted":
         return (
             f":money_with_wings: Run {run} used {request.used or 0:,} of {request.limit or 0:,}"
-            " tokens: it waits for a person to grant more or stop it"
+            f" tokens: it waits for a person to grant more or stop it{who_may_text(request)}"
         )
     if request.event == "question_waiting":
         call = slack_code(request.call_id or "?")
@@ -171,7 +187,7 @@ def slack_text(request: NotifyRequest, *, link: str | None, include_content: boo
         if include_content:
             pin += f", sha256 {slack_code(arguments_digest(request.arguments))}"
             args = f": {slack_code(arguments_display(request.arguments), SLACK_ARGUMENTS_CHARS)}"
-        where = f" in run {run} ({pin}){args}"
+        where = f" in run {run} ({pin}){args}{who_may_text(request)}"
         if request.event == "approval_waiting":
             return f":hourglass_flowing_sand: {tool} is waiting for approval{where}"
         if request.event == "approval_expired":

@@ -44,6 +44,7 @@ def figure_modules() -> dict[str, Measure]:
         sessions,
         store,
         sub_agents,
+        votes,
     )
 
     return {
@@ -65,6 +66,7 @@ def figure_modules() -> dict[str, Measure]:
         "observability": observability.measure,
         "forks": forks.measure,
         "sub_agents": sub_agents.measure,
+        "votes": votes.measure,
     }
 
 

@@ -791,9 +791,9 @@ class Settings(BaseSettings):
     approvers_file: Annotated[Path | None, BeforeValidator(_optional(_folder))] = setting(
         "AGENT_APPROVERS_FILE",
         None,
-        "the people who approve: one `NAME GROUPS KEY` line per key (an OpenSSH Ed25519 public"
-        " key), `NAME GROUPS via:SERVICE` for a signing service, `SERVICE @service KEY`; the"
-        " worker verifies every signed answer with it (docs/approvers.md)",
+        "the people who approve, their groups and keys: `NAME GROUPS KEY` lines (OpenSSH"
+        " Ed25519 public keys); the worker verifies every signed answer with it"
+        " (docs/approvers.md)",
         shown="*(none: no signed answers)*",
         used_by="all",
         readme=True,

@@ -345,7 +345,10 @@ def find_signing_key(
     except OSError:
         present = False
     if not present:
-        return FoundKey(None, "no key (--key, AGENT_SIGNING_KEY or ~/.ssh/id_ed25519)")
+        unset = (
+            "" if settings.approvers_file is not None else " and AGENT_APPROVERS_FILE is not set"
+        )
+        return FoundKey(None, f"no key (--key, AGENT_SIGNING_KEY or ~/.ssh/id_ed25519){unset}")
     approvers = approvers_of(settings)
     if approvers is None:
         return FoundKey(

@@ -310,6 +310,10 @@ async def _answer(ctx: Ctx, args: argparse.Namespace, approved: bool) -> int:
         remaining = await handle.answer(response)
     except AnswerNotDelivered as err:
         raise not_delivered(args.workflow_id, err) from None
+    except WorkflowUpdateFailedError as err:
+        raise CliError(
+            f"the workflow rejected the answer: {signer.plainly(refusal(err))}"
+        ) from None
     except RPCError as err:
         if args.run_id is None or err.status != RPCStatusCode.NOT_FOUND:
             raise

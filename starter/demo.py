@@ -19,8 +19,10 @@ five runs and checks each outcome:
 6. "ask me: Which folder should I clean up next? (options: tmp, logs)" → the model asks a person
    (`ask_user`) → the receiver gets `question_waiting` → the demo answers `tmp` → the answer is
    the tool's result, and the model says "You answered: tmp".
-7. "Please delete notes.txt" under a rule that needs two people of `ops`: an unsigned answer is
-   refused, ana's signed approval is one of two, ben's second one runs the delete.
+7. "Please delete notes.txt" under a rule that needs two people of `ops`, whose two keys the demo
+   makes at run time (`ssh-keygen -t ed25519` when it is there, else the same with
+   `cryptography`; offline): an unsigned answer is refused, ana's signed approval is one of two,
+   ana's second one is refused (the same person counts once), ben's runs the delete.
 8. "delegate: delete the tmp folder" with sub-agents on → a sub-agent (a child run) lists the
    workspace under the parent's rules, its delete waits for the parent's people → the receiver
    gets `approval_waiting` naming both runs → the demo approves it on the sub-agent → its answer
@@ -35,6 +37,7 @@ import asyncio
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,11 +47,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
-from runtime.approvers import openssh_public, parse_approvers
+from runtime.approvers import load_approvers, openssh_public
 from runtime.binaries import find_binary
 from runtime.connect import connect, connect_config, data_converter
 from runtime.search_attributes import ensure_search_attributes
@@ -58,7 +62,7 @@ from starter.demo_receiver import DemoReceiver, demo_receiver
 from starter.errors import EXIT_ERROR, EXIT_OK
 from starter.follow import follow
 from starter.output import Output
-from starter.render import call_text
+from starter.render import call_text, quorum_text
 from workflows import names
 from workflows.contract.arguments import arguments_digest
 from workflows.contract.rules import ApprovalPolicy, Approvers, PolicyRule
@@ -164,39 +168,50 @@ TWO_OF_OPS = ApprovalPolicy(
         ),
     ]
 )
-"""The rules of run 6: a delete needs two people of `ops`, each with a signed answer."""
-DEMO_PEOPLE = {who: Ed25519PrivateKey.generate() for who in ("ana", "ben")}
-"""The demo's two people of `ops`, each with a key of their own."""
-APPROVERS_TEXT = "".join(
-    f"{who} ops {openssh_public(key.public_key()).decode()} {who}@demo\n"
-    for who, key in DEMO_PEOPLE.items()
-)
-"""The demo worker's AGENT_APPROVERS_FILE."""
+"""The rules of run 7: a delete needs two people of `ops`, each with a signed answer."""
+DEMO_PEOPLE = ("ana", "ben")
+"""The demo's two people of `ops`; their keys are made when the demo runs (`make_keys`)."""
 
 
-def demo_key(who: str) -> SigningKey:
-    """`who`'s own signing key, as the terminal would load it."""
-    approvers = parse_approvers(APPROVERS_TEXT, Path("approvers"))
-    return SigningKey(DEMO_PEOPLE[who], Path(f"{who}.key"), approvers, person=who)
-
-
-async def _two_of_ops(handle: WorkflowHandle[object, object], calls: list[ToolCall]) -> None:
-    """Ana and then Ben, both of `ops`, approve with signed answers."""
-    status = await handle.query(names.QUERY_STATUS, result_type=AgentStatus)
-    assert status.run_id is not None
-    for call in calls:
-        for who in ("ana", "ben"):
-            signed = signed_answer(
-                demo_key(who),
-                ToolApprovalResponse(call_id=call.id, approved=True),
-                approver=who,
-                workflow_id=handle.id,
-                run_id=status.run_id,
-                arguments_sha256=arguments_digest(call.arguments),
+def make_keys(root: Path) -> tuple[Path, str]:
+    """Each demo person's own OpenSSH Ed25519 key in `root` (`ana.key`, `ana.key.pub`, …), made
+    now and offline: by `ssh-keygen -t ed25519 -N ""` where it is installed, else the same key
+    files with `cryptography`; then `root/approvers` listing them in `ops`. Returns the
+    approvers file and how the keys were made."""
+    keygen = shutil.which("ssh-keygen")
+    lines = []
+    for who in DEMO_PEOPLE:
+        path = root / f"{who}.key"
+        if keygen is not None:
+            made = subprocess.run(
+                [keygen, "-q", "-t", "ed25519", "-N", "", "-C", f"{who}@demo", "-f", str(path)],
+                capture_output=True,
+                check=False,
             )
-            await handle.execute_update(
-                names.UPDATE_SUBMIT_APPROVAL, signed, result_type=list[ToolCall]
+            if made.returncode != 0:
+                raise RuntimeError(f"ssh-keygen could not make {path}: {made.stderr.decode()}")
+        else:
+            key = Ed25519PrivateKey.generate()
+            path.write_bytes(
+                key.private_bytes(
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.OpenSSH,
+                    serialization.NoEncryption(),
+                )
             )
+            path.chmod(0o600)
+            public = openssh_public(key.public_key()).decode()
+            Path(f"{path}.pub").write_text(f"{public} {who}@demo\n")
+        lines.append(f"{who} ops {Path(f'{path}.pub').read_text().strip()}\n")
+    approvers = root / "approvers"
+    approvers.write_text("".join(lines))
+    return approvers, "ssh-keygen -t ed25519" if keygen is not None else "cryptography"
+
+
+def demo_keys(approvers: Path) -> dict[str, SigningKey]:
+    """Each demo person's own signing key, loaded as the terminal loads `--key ana.key`."""
+    found = load_approvers(approvers)
+    return {who: SigningKey.load(approvers.parent / f"{who}.key", found) for who in DEMO_PEOPLE}
 
 
 async def play(
@@ -411,19 +426,41 @@ async def story(
     checks.check(f"You answered: {ANSWER}" in _last_text(result), "the model read the answer")
 
     refusals: list[str] = []
+    keys = demo_keys(workspace.parent / "approvers")  # made at run time, before the worker
 
-    async def try_unsigned(handle: WorkflowHandle[object, object], calls: list[ToolCall]) -> None:
+    async def answer(handle: WorkflowHandle[object, object], answer: object, what: str) -> None:
+        """Send one answer; a refusal is printed and kept, a vote's count printed."""
         try:
             await handle.execute_update(
-                names.UPDATE_SUBMIT_APPROVAL,
-                ToolApprovalResponse(call_id=calls[0].id, approved=True, approver=APPROVER),
-                result_type=list[ToolCall],
+                names.UPDATE_SUBMIT_APPROVAL, answer, result_type=list[ToolCall]
             )
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             refusals.append(str(getattr(cause, "message", cause)))
-            out.info(f"  an unsigned answer is refused: {refusals[-1]}")
-        await _two_of_ops(handle, calls)
+            out.info(f"  {what} is refused: {refusals[-1]}")
+            return
+        status = await handle.query(names.QUERY_STATUS, result_type=AgentStatus)
+        counted = status.quorums[0] if status.quorums else None
+        out.info(f"  counted: {quorum_text(counted) if counted else 'the call is decided'}")
+
+    async def two_of_ops(handle: WorkflowHandle[object, object], calls: list[ToolCall]) -> None:
+        """Unsigned, then ana, ana again, and ben (both of ops), each signing with their key."""
+        status = await handle.query(names.QUERY_STATUS, result_type=AgentStatus)
+        assert status.run_id is not None
+        call = calls[0]
+        unsigned = ToolApprovalResponse(call_id=call.id, approved=True, approver=APPROVER)
+        await answer(handle, unsigned, "an unsigned answer")
+        for who, what in (("ana", "ana"), ("ana", "ana again"), ("ben", "ben")):
+            out.info(f"  {what} approves, signing with {keys[who].path.name}")
+            signed = signed_answer(
+                keys[who],
+                ToolApprovalResponse(call_id=call.id, approved=True),
+                approver=who,
+                workflow_id=handle.id,
+                run_id=status.run_id,
+                arguments_sha256=arguments_digest(call.arguments),
+            )
+            await answer(handle, signed, what)
 
     result, events = await play(
         client,
@@ -431,14 +468,18 @@ async def story(
         out,
         "7. two approvers: a delete needs two people of ops, each with a signed answer",
         "Please delete notes.txt",
-        try_unsigned,
-        "has ana, then ben (both of ops) approve",
+        two_of_ops,
+        "has ana, ana again, then ben (both of ops) approve",
         TWO_OF_OPS,
     )
     votes = [(e.approver, e.votes, e.needed) for e in events if isinstance(e, ApprovalVoteEvent)]
     checks.check(
-        bool(refusals) and refusals[0].startswith("only ops may approve delete_path"),
+        len(refusals) == 2 and refusals[0].startswith("only ops may approve delete_path"),
         "an unsigned answer was refused (only ops may approve delete_path)",
+    )
+    checks.check(
+        len(refusals) == 2 and refusals[1].startswith("ana has already answered call"),
+        "ana's second approval was refused: the same person counts once",
     )
     checks.check(votes == [("ana", 1, 2), ("ben", 2, 2)], "ana's vote was 1 of 2, ben's 2 of 2")
     checks.check(not (workspace / "notes.txt").exists(), "notes.txt is gone after two approvals")
@@ -631,9 +672,8 @@ def worker_environ(
         AGENT_WORKSPACE=str(root / "workspace"),
         AGENT_STATE_DIR=str(root / "state"),
         AGENT_SANDBOX=sandbox,
-        AGENT_APPROVERS_FILE=str(root / "approvers"),
+        AGENT_APPROVERS_FILE=str(root / "approvers"),  # make_keys wrote it
     )
-    (root / "approvers").write_text(APPROVERS_TEXT)
     return environ
 
 
@@ -673,6 +713,9 @@ async def run_demo(out: Output) -> int:
         await ensure_search_attributes(client)
         workspace = seed_workspace(root)
         queue = f"agent-demo-{uuid.uuid4().hex[:8]}"
+        approvers, made_by = make_keys(root)
+        made = ", ".join(f"{who} {key.fingerprint}" for who, key in demo_keys(approvers).items())
+        out.info(f"two people of ops, each with a key made now, offline, by {made_by}: {made}")
         async with demo_receiver() as receiver:
             worker = await start_demo_worker(client, root, queue, receiver.url, out)
             out.info(f"worker on task queue {queue}, model: scripted (rule-based, not an LLM)")

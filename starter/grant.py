@@ -34,7 +34,7 @@ async def cmd_grant(ctx: Ctx, args: argparse.Namespace) -> int:
     try:
         budget = await handle.grant(grant)
     except WorkflowUpdateFailedError as err:
-        raise CliError(f"the workflow refused the grant: {refusal(err)}") from None
+        raise CliError(f"the workflow refused the grant: {signer.plainly(refusal(err))}") from None
     ctx.out.data(
         {
             "workflow_id": args.workflow_id,

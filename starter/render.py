@@ -134,6 +134,10 @@ def event_line(event: AgentEvent) -> str:
         elif event.source != "person":  # e.g. answers given with the run's input
             by = f" by {visible(str(event.source))}"
         why = f": {visible(event.reason)}" if event.reason else ""
+        if event.reasons and any(event.reasons.values()):  # each voter's, not only the last's
+            why = ": " + "; ".join(
+                f"{visible(name)}: {visible(said)}" for name, said in event.reasons.items() if said
+            )
         edited = ""
         if event.arguments is not None:
             edited = f" with arguments {arguments_display(event.arguments)}"
@@ -152,7 +156,8 @@ def event_line(event: AgentEvent) -> str:
         groups = f" ({', '.join(visible(g) for g in event.groups)})" if event.groups else ""
         tally = f"{event.votes} of {event.needed} approvals"
         who = f"by {visible(event.approver)}{groups}"
-        return f"{r} approval_vote {visible(event.call_id)} {verdict} {who}: {tally}"
+        why = f"; reason: {visible(event.reason)}" if event.reason else ""
+        return f"{r} approval_vote {visible(event.call_id)} {verdict} {who}: {tally}{why}"
     if isinstance(event, ToolResultEvent):
         content = one_line(event.content, TOOL_RESULT_PREVIEW)
         return f"{r} tool_result {visible(event.call_id)} {visible(event.name)}: {content}"

@@ -25,6 +25,15 @@ class Signer:
 
     key: SigningKey | None
     approver: str
+    unsigned: str | None = None
+    """Why nothing is signed (no key): what a refusal for want of a signature names."""
+
+    def plainly(self, refusal: str) -> str:
+        """The workflow's refusal of this answer, saying what was missing when it went unsigned
+        and was refused as not from someone who may (`only ops may approve …`): one line."""
+        if self.key is not None or self.unsigned is None or not refusal.startswith("only "):
+            return refusal
+        return f"{refusal}: this terminal signed nothing: {self.unsigned}"
 
 
 def terminal_signer(args: argparse.Namespace, out: Output, what: str = "the answer") -> Signer:
@@ -43,5 +52,6 @@ def terminal_signer(args: argparse.Namespace, out: Output, what: str = "the answ
                 code=EXIT_USAGE,
             )
         return Signer(key, key.person)
-    out.info(f"{what} goes unsigned ({UNSIGNED}): {found.unsigned or 'no key'}")
-    return Signer(None, given or default_approver())
+    unsigned = found.unsigned or "no key"
+    out.info(f"{what} goes unsigned ({UNSIGNED}): {unsigned}")
+    return Signer(None, given or default_approver(), unsigned)

@@ -22,6 +22,7 @@ from workflows.contract.activities import (
     ToolRequest,
     ToolSpec,
     Vote,
+    WhoMay,
     WorkerSetup,
 )
 from workflows.contract.events import (
@@ -191,6 +192,7 @@ __all__ = [
     "UserMessageInput",
     "Vote",
     "WarningEvent",
+    "WhoMay",
     "WorkerSetup",
     "describe_validation",
     "edited_arguments",

@@ -30,6 +30,7 @@ from starlette.types import ASGIApp
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
+from runtime.approvers import ApproversFile
 from runtime.signing_key import SigningKey
 from starter.audit_table import counts_line, dropped_line, tokens_line
 from starter.handle import AgentHandle
@@ -45,7 +46,7 @@ from starter.render import (
 from starter.request_guards import MIB, AsciiHeaders, LimitedBody, LoopbackHostOnly
 from starter.runs import PAGE_SIZE as RUNS_PAGE_SIZE
 from starter.runs import STATUSES, BadFilter, RunRow, list_runs, parse_filter
-from starter.web import actions, forks, grants, what_if_page
+from starter.web import actions, forks, grants, people, what_if_page
 from starter.web.actions import SignedAction
 from starter.web.auth import (
     CSRF_FIELD,
@@ -126,6 +127,7 @@ class WebApp:
         queue: str,
         guard: Guard,
         signing_key: SigningKey | None = None,
+        approvers: ApproversFile | None = None,
     ) -> None:
         self.client = client
         self.queue = queue
@@ -138,6 +140,9 @@ class WebApp:
         self.signing_key = signing_key
         """AGENT_WEB_SIGNING_KEY, the signing service's key: an answer from a signed-in user the
         approvers file lets sign through the service is signed with it (others go unsigned)."""
+        self.approvers = approvers
+        """AGENT_APPROVERS_FILE (else the signing key's): the signed-in person's groups, and so
+        which cards they may answer."""
         self.templates = _templates()
 
     # ------------------------------------------------------------ plumbing
@@ -149,7 +154,17 @@ class WebApp:
             csrf=self.guard.csrf_for(who) if who else "",
             csrf_field=CSRF_FIELD,
             now=datetime.now(UTC),
+            viewer=self.viewer(who),
             **values,
+        )
+
+    def viewer(self, who: Identity | None) -> people.Viewer:
+        """The person a page is for: their groups and the cards they may answer."""
+        return people.viewer(
+            who.user if who else None,
+            local=self.guard.local,
+            approvers=self.approvers,
+            key=self.signing_key,
         )
 
     def page(self, handler: Callable[[Request, Identity], Awaitable[Response]]) -> Handler:
@@ -546,6 +561,8 @@ class WebApp:
             return bad
         key = self.signing_key if who.via != "local" else None
         code, answer = await act(self.client, workflow_id_of(request), body, who.user, key=key)
+        if code == 409 and isinstance(answer.get("error"), str):  # say what was missing, if so
+            answer["error"] = self.viewer(who).plainly(answer["error"])
         self.inbox.poke()
         return JSONResponse(answer, status_code=code)
 
@@ -656,9 +673,14 @@ def _next(request: Request, form: dict[str, list[str]] | None = None) -> str:
 
 
 def build_app(
-    client: Client, *, queue: str, guard: Guard, signing_key: SigningKey | None = None
+    client: Client,
+    *,
+    queue: str,
+    guard: Guard,
+    signing_key: SigningKey | None = None,
+    approvers: ApproversFile | None = None,
 ) -> tuple[WebApp, SecurityHeaders]:
-    web = WebApp(client, queue=queue, guard=guard, signing_key=signing_key)
+    web = WebApp(client, queue=queue, guard=guard, signing_key=signing_key, approvers=approvers)
     return web, web.asgi()
 
 

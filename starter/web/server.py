@@ -13,7 +13,7 @@ from pathlib import Path
 import uvicorn
 from temporalio.client import Client
 
-from runtime.approvers import load_approvers
+from runtime.approvers import ApproversFile, load_approvers
 from runtime.connect import connect, connect_config, task_queue
 from runtime.setting_error import SettingError
 from runtime.settings import Settings
@@ -95,6 +95,17 @@ def web_signing(settings: Settings, local: bool) -> tuple[SigningKey | None, str
     return key, f"signs through {key.service} for {', '.join(people)}; others' answers go unsigned"
 
 
+def people_of(settings: Settings) -> ApproversFile | None:
+    """AGENT_APPROVERS_FILE, read for the signed-in people's groups (the header, who may answer
+    a card); None when it is not set. A file that cannot be read: StartError."""
+    if settings.approvers_file is None:
+        return None
+    try:
+        return load_approvers(settings.approvers_file)
+    except SettingError as err:
+        raise StartError(str(err)) from None
+
+
 def ended_sessions_file(users_file: Path) -> Path:
     """Where the sessions signed out before they expired are kept: beside the users file."""
     return users_file.with_name(users_file.name + ".ended-sessions")
@@ -106,6 +117,7 @@ async def serve(host: str, port: int, client: Client | None = None) -> int:
         settings = Settings.read()
         guard = make_guard(host, settings)
         signing_key, signing_line = web_signing(settings, guard.local)
+        approvers = people_of(settings)
     except StartError as err:
         print(f"error: {err}", file=sys.stderr, flush=True)
         return EXIT_USAGE
@@ -117,7 +129,9 @@ async def serve(host: str, port: int, client: Client | None = None) -> int:
             address, namespace = str(config.get("target_host")), str(config.get("namespace"))
             print(f"error: {cannot_reach(address, namespace, err).message}", file=sys.stderr)
             return EXIT_ERROR
-    _web, app = build_app(client, queue=task_queue(), guard=guard, signing_key=signing_key)
+    _web, app = build_app(
+        client, queue=task_queue(), guard=guard, signing_key=signing_key, approvers=approvers
+    )
     try:
         sock = listen(host, port)
     except OSError as err:

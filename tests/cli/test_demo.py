@@ -5,6 +5,7 @@ TEMPORAL_ADDRESS), once with nothing at the address (it starts and stops its own
 from __future__ import annotations
 
 import os
+import re
 
 from temporalio.client import Client
 
@@ -21,6 +22,12 @@ EXPECTED_LINES = [
     "finished: cancelled",
     '[r0] awaiting_approval call_1 run_command {"command": "echo hello > hello.txt"}',
     "[r0] approval call_1 approved by policy rule 1",
+    "  ana approves, signing with ana.key",
+    "  counted: 1 of 2 approvals: ana; who may answer: ops",
+    "  ana again approves, signing with ana.key",
+    "  ana again is refused: ana has already answered call 'call_2' (the same person counts once)",
+    "  ben approves, signing with ben.key",
+    "  counted: the call is decided",
     "[r1] approval_vote call_2 approved by ana (ops): 1 of 2 approvals",
     "[r1] approval_vote call_2 approved by ben (ops): 2 of 2 approvals",
     "[r1] approval call_2 approved by ana, ben",
@@ -33,6 +40,11 @@ SUB_AGENT_LINES = [
     ("[r0] sub_agent_finished call_1 demo-", ": stop"),
     ("assistant: Sub-agent demo-", "answered: Deleted tmp."),
 ]
+KEYS_MADE = re.compile(
+    r"two people of ops, each with a key made now, offline, by (ssh-keygen -t ed25519|cryptography):"
+    r" ana SHA256:[A-Za-z0-9+/]{43}, ben SHA256:[A-Za-z0-9+/]{43}"
+)
+"""The demo's two keys are made when it runs (no key is built in), offline."""
 
 
 def demo_env(address: str) -> dict[str, str]:
@@ -55,6 +67,8 @@ def check_transcript(result: Result) -> list[str]:
     for start, within in SUB_AGENT_LINES:
         assert any(line.startswith(start) and within in line for line in lines), (start, within)
     assert "model: scripted (rule-based, not an LLM)" in result.stdout
+    assert [line for line in lines if KEYS_MADE.fullmatch(line)], result.stdout
+    assert "  ok   ana's second approval was refused: the same person counts once" in lines
     assert "FAIL" not in result.stdout
     assert lines[-1].startswith("demo passed")
     return lines

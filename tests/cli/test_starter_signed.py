@@ -170,6 +170,37 @@ async def test_without_a_key_the_answer_goes_unsigned_and_the_command_says_so(ke
     )
 
 
+async def test_a_terminal_without_the_approvers_file_says_so_in_the_refusal(
+    keyed: Keyed, tmp_path: Path
+):
+    """ann's key is at ~/.ssh/id_ed25519, but AGENT_APPROVERS_FILE is not set where she runs the
+    command: the answer goes unsigned, and the refusal says, in its one line, what was missing
+    (not only `only ops may approve`, which ann is)."""
+    home = tmp_path / "ann-home"
+    (home / ".ssh").mkdir(parents=True)
+    ann = keyed.people.key_files["ann"]
+    shutil.copy(ann, home / ".ssh" / "id_ed25519")
+    shutil.copy(f"{ann}.pub", home / ".ssh" / "id_ed25519.pub")
+    workflow_id = await start_waiting(keyed.agent, "Please delete the logs folder", "call_2")
+    refused = await keyed.cli(
+        "approve", workflow_id, "call_2", "--yes", HOME=str(home), AGENT_APPROVERS_FILE=""
+    )
+    assert refused.code == 1, refused
+    assert refused.stderr == (
+        "error: the workflow rejected the answer: only ops may approve delete_path, each with a"
+        " signed answer (this one is not signed): this terminal signed nothing:"
+        " AGENT_APPROVERS_FILE is not set, so ~/.ssh/id_ed25519 cannot be known as yours\n"
+    )
+    keyless = await keyed.cli("approve", workflow_id, "call_2", "--yes", AGENT_APPROVERS_FILE="")
+    assert keyless.code == 1, keyless
+    assert keyless.stderr.count("\n") == 1 and keyless.stderr.endswith(
+        ": this terminal signed nothing: no key (--key, AGENT_SIGNING_KEY or ~/.ssh/id_ed25519)"
+        " and AGENT_APPROVERS_FILE is not set\n"
+    ), keyless
+    assert (keyed.agent.workspace / "logs").exists()
+    await keyed.agent.handle(workflow_id).terminate("test over")
+
+
 async def test_starter_approvers_lists_people_and_checks_every_key(keyed: Keyed, tmp_path: Path):
     listed = await keyed.cli("approvers")
     assert listed.code == 0, listed

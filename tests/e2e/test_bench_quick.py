@@ -56,6 +56,9 @@ FIGURES = [
     "forks.fork_first_call_open",
     "sub_agents.history_bytes",
     "sub_agents.delegate_round",
+    "votes.signed_vote",
+    "votes.cpu_per_vote",
+    "votes.verify",
 ]
 
 

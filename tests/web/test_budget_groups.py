@@ -163,7 +163,7 @@ async def test_only_people_of_the_budget_groups_may_grant(
 
     granted = await post_grant(served, tokens["olga"], handle.id, {"tokens": 100})
     assert granted.status_code == 200, granted.text
-    assert granted.json()["budget"] == {"used": 18, "limit": 105, "granted": 100}
+    assert granted.json()["budget"] == {"used": 18, "limit": 105, "granted": 100, "groups": ["ops"]}
     assert (await handle.result()).finish_reason == "stop"
     (event,) = of_type(await events(handle), "budget_granted")
     assert event.approver == "olga" and event.tokens == 100

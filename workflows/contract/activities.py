@@ -186,6 +186,13 @@ class WorkerSetup(BaseModel):
     approver rule that no one could meet is refused (None: the worker said nothing of it)."""
 
 
+class WhoMay(BaseModel):
+    """Who may answer what a notification is about: `count` distinct people of `groups`."""
+
+    groups: list[str]
+    count: int = 1
+
+
 class NotifyRequest(BaseModel):
     """Input of `notify`: tell people about a call waiting for them, or about the end of a run
     that waited for a person. The worker adds the inbox link (AGENT_INBOX_URL) and leaves the
@@ -223,6 +230,9 @@ class NotifyRequest(BaseModel):
     """For a sub-agent's call: the run whose `delegate` call started it (left out otherwise)."""
     parent_call_id: str | None = Field(default=None, exclude_if=lambda value: value is None)
     """For a sub-agent's call: that `delegate` call's id (left out otherwise)."""
+    who_may: WhoMay | None = Field(default=None, exclude_if=lambda value: value is None)
+    """Who may answer: a call's approver rule (its groups and count), or the groups that may
+    grant tokens at the budget (AGENT_BUDGET_GROUPS); left out when anyone may."""
 
 
 class LlmResponse(BaseModel):

@@ -111,6 +111,11 @@ class AuditEntry(BaseModel):
     approvers: list[str] | None = Field(default=None, exclude_if=lambda value: value is None)
     """A call under an approver rule: every person whose answer decided it (left out of the JSON
     otherwise)."""
+    reasons: dict[str, str | None] | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
+    """A call under an approver rule: what each of `approvers` said with their vote (left out of
+    the JSON otherwise)."""
     action: AuditAction = Field(default="decided", exclude_if=lambda value: value == "decided")
     """What happened: a decision (`decided`, left out of the JSON), or the call `expired` (its
     approval timeout passed unanswered, source `timeout`), was asked again (`reopened`, by
@@ -168,6 +173,9 @@ class BudgetStatus(BaseModel):
     used: int
     limit: int
     granted: int = 0
+    groups: list[str] = Field(default_factory=list, exclude_if=lambda value: not value)
+    """Who may grant tokens or stop the run (the worker's AGENT_BUDGET_GROUPS, each with a signed
+    grant); left out when anyone may."""
 
 
 class AgentRunResult(BaseModel):
@@ -190,6 +198,13 @@ class Quorum(BaseModel):
     needed: int
     approvers: list[str] = Field(default_factory=list)
     """The people who approved it so far, in order."""
+    reasons: dict[str, str | None] = Field(
+        default_factory=dict, exclude_if=lambda value: not any(value.values())
+    )
+    """What each of `approvers` said with their vote (left out while none gave a reason)."""
+    own_key: bool = Field(default=False, exclude_if=lambda value: not value)
+    """The rule takes only votes signed with the person's own key (none through a signing
+    service such as the web app's); left out otherwise."""
 
 
 class ForkedFrom(BaseModel):

@@ -47,6 +47,7 @@ def record_decision(
         at=record.at,
         edited=edited,
         approvers=record.approvers,
+        reasons=_reasons(record.reasons),
     )
     counts = state.audit_counts
     if record.source == "person":
@@ -61,6 +62,13 @@ def record_decision(
     else:
         counts.seeded += 1
     _keep(state, entry)
+
+
+def _reasons(reasons: dict[str, str | None] | None) -> dict[str, str | None] | None:
+    """Each approver's reason, bounded as a decision's reason is."""
+    if reasons is None:
+        return None
+    return {name: None if r is None else shorten(r, 500) for name, r in reasons.items()}
 
 
 def record_remembered(

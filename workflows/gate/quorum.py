@@ -246,12 +246,15 @@ class Votes:
         return [v for v in votes if v.approved] if votes else None
 
     def status(self, call: ToolCall, approvers: Approvers) -> Quorum:
+        approved = self.approvers_of(call.id, approvers)
         return Quorum(
             call_id=call.id,
             tool=call.name,
             groups=eligible_groups(approvers, self._extra(call.id)),
             needed=approvers.count,
-            approvers=self.approvers_of(call.id, approvers),
+            approvers=approved,
+            reasons=self.reasons(call.id, approved),
+            own_key=approvers.own_key,
         )
 
     def clear(self) -> None:

@@ -107,7 +107,8 @@ class Budget:
         used = state.usage.total + (carried.estimated if carried is not None else 0)
         running = (r.tokens for r in state.sub_agents.values() if r.phase != "finished")
         used += state.sub_agent_tokens + sum(running)  # the tree's: its sub-agents' too
-        return BudgetStatus(used=used, limit=limit + granted, granted=granted)
+        groups = list(state.setup.budget_groups) if state.setup is not None else []
+        return BudgetStatus(used=used, limit=limit + granted, granted=granted, groups=groups)
 
     def count_estimate(self, tokens: int) -> None:
         """A reply whose provider reported no usage: the budget counts `tokens` (the request's

@@ -18,7 +18,7 @@ never shorten it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Literal
 
@@ -30,7 +30,8 @@ from temporalio.workflow import ParentClosePolicy
 from workflows import activity_calls as calls
 from workflows import names
 from workflows.context import RunContext
-from workflows.model import FinishReason, NotifyRequest, ToolCall
+from workflows.contract.rules import Approvers
+from workflows.model import FinishReason, NotifyRequest, ToolCall, WhoMay
 from workflows.people.ask_user import ASK_USER, Question
 
 NOTIFY_RETRY = RetryPolicy(
@@ -59,9 +60,16 @@ def start_notify(request: NotifyRequest) -> workflow.ActivityHandle[None]:
 
 
 class Notifier:
-    def __init__(self, ctx: RunContext) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        *,
+        approvers: Callable[[ToolCall], Approvers | None] = lambda _call: None,
+    ) -> None:
         self._state = ctx.state
         self._warn = ctx.warn
+        self._approvers = approvers
+        """The approver rule's approvers of a call (`Approvals.approvers_for`): who may answer."""
         self._deliveries: set[asyncio.Task[None]] = set()
 
     @property
@@ -124,8 +132,16 @@ class Notifier:
                     waiting_since=wait.since,
                     groups=groups,
                     rule_groups=(rule_groups or {}).get(call.id),
+                    who_may=self._who_may(call),
                 )
             )
+
+    def _who_may(self, call: ToolCall) -> WhoMay | None:
+        """Who may answer a call: its approver rule's groups and count (None: anyone)."""
+        needed = self._approvers(call)
+        if needed is None:
+            return None
+        return WhoMay(groups=list(needed.groups), count=needed.count)
 
     def questions(self, asked: Sequence[Question]) -> None:
         """Tell people about each question that starts waiting for their answer
@@ -156,6 +172,8 @@ class Notifier:
             return
         self._state.waited_for_person = True
         info = workflow.info()
+        setup = self._state.setup
+        groups = list(setup.budget_groups) if setup is not None else []
         self._deliver(
             NotifyRequest(
                 event="budget_exhausted",
@@ -164,6 +182,7 @@ class Notifier:
                 waiting_since=workflow.now(),
                 used=used,
                 limit=limit,
+                who_may=WhoMay(groups=groups) if groups else None,
             )
         )
 

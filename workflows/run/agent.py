@@ -125,7 +125,7 @@ class AgentWorkflow:
         self._approvals = Approvals(ctx, conversation, after_answer=self._show_waiting)
         self._questions = Questions(ctx, conversation, after_answer=self._show_waiting)
         self._compactor = Compactor(ctx, conversation, self._offered)
-        self._notifier = Notifier(ctx)
+        self._notifier = Notifier(ctx, approvers=self._approvals.approvers_for)
         self._turns = Turns(ctx, conversation, self._approvals)
         self._budget = Budget(ctx, tell=self._notifier.budget_exhausted)
         self._sub_agents = SubAgents(ctx, self._approvals, budget=self._budget.status)

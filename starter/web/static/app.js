@@ -40,6 +40,31 @@
     return (result.data && result.data.error) || ("request failed (" + result.status + ")");
   }
 
+  // A refusal shows beside the card that was answered, naming the run (one refusal at a time,
+  // unless a batch had several); without a card, at the top of the page.
+  function clearRefusals() {
+    document.querySelectorAll("[data-refusal]").forEach(function (el) { el.remove(); });
+    show("alert", "");
+  }
+
+  function refuse(card, text, keep) {
+    if (!keep) clearRefusals();
+    if (!card) { show("alert", text); return; }
+    const p = document.createElement("p");
+    p.setAttribute("role", "alert");
+    p.setAttribute("data-refusal", "");
+    p.className = "refusal";
+    p.textContent = text;
+    card.appendChild(p);
+    if (p.scrollIntoView) p.scrollIntoView({ block: "nearest" });
+  }
+
+  // What a card's refusal names: its run, and its call (none for a budget card).
+  function cardName(card, callId) {
+    const run = card ? card.getAttribute("data-workflow-id") : "";
+    return [run, callId].filter(function (part) { return part; }).join(" ");
+  }
+
   // A call is the same call only in the same run with the same arguments: when another run
   // took the workflow id, or the arguments changed, its element is replaced, never kept.
   // A workflow id as one path segment (as the server's `segment`): an id of dots only too.
@@ -58,6 +83,19 @@
     return el.hasAttribute("data-call-id") || el.hasAttribute("data-budget");
   }
 
+  // A kept card takes the new version of its parts (who approved so far, who may answer, the
+  // buttons when that changed), keeping what a person typed where nothing changed.
+  function refreshParts(kept, fresh) {
+    if (kept === fresh) return;
+    fresh.querySelectorAll("[data-part]").forEach(function (part) {
+      const old = kept.querySelector('[data-part="' + part.getAttribute("data-part") + '"]');
+      if (old && !old.isEqualNode(part)) old.replaceWith(part.cloneNode(true));
+    });
+    ["data-who-may", "data-may-answer"].forEach(function (name) {
+      if (fresh.hasAttribute(name)) kept.setAttribute(name, fresh.getAttribute(name));
+    });
+  }
+
   // Replace the calls in `container` by those of `html`, keeping the elements that stay (and
   // what a person typed into them).
   function mergeCalls(container, html) {
@@ -68,7 +106,9 @@
     const wanted = [];
     Array.from(template.content.children).forEach(function (el) {
       if (keyed(el)) {
-        wanted.push(current.get(keyOf(el)) || el);
+        const kept = current.get(keyOf(el));
+        if (kept) refreshParts(kept, el);
+        wanted.push(kept || el);
       } else {
         wanted.push(el);
       }
@@ -143,13 +183,13 @@
   async function answer(form, submitter) {
     const approved = !!submitter && submitter.value === "true";
     const callId = form.elements["call_id"].value;
+    const item = form.closest("[data-call-id]");
     const result = await send(form.getAttribute("data-api"), answerOf(form, approved));
     if (!result.ok) {
-      show("alert", callId + ": " + failure(result));
+      refuse(item, cardName(item, callId) + ": " + failure(result));
       return;
     }
-    show("alert", "");
-    const item = form.closest("[data-call-id]");
+    clearRefusals();
     if (item) item.remove();
     const still = ((result.data && result.data.pending) || []).some(function (c) { return c.id === callId; });
     // Under an approver rule an approval is one vote: the call waits for the others.
@@ -162,13 +202,15 @@
   async function answerQuestion(form) {
     const callId = form.elements["call_id"].value;
     const inputs = Array.from(form.querySelectorAll('input[name="answer"]'));
+    const item = form.closest("[data-call-id]");
+    const named = cardName(item, callId);
     let given;
     if (inputs.length && inputs[0].type === "checkbox") {
       given = inputs.filter(function (i) { return i.checked; }).map(function (i) { return i.value; });
-      if (!given.length) { show("alert", callId + ": choose at least one answer"); return; }
+      if (!given.length) { refuse(item, named + ": choose at least one answer"); return; }
     } else if (inputs.length && inputs[0].type === "radio") {
       const chosen = inputs.find(function (i) { return i.checked; });
-      if (!chosen) { show("alert", callId + ": choose an answer"); return; }
+      if (!chosen) { refuse(item, named + ": choose an answer"); return; }
       given = chosen.value;
     } else {
       given = form.elements["answer"].value;
@@ -177,11 +219,10 @@
     if (form.elements["run_id"].value) payload.run_id = form.elements["run_id"].value;
     const result = await send(form.getAttribute("data-api"), payload);
     if (!result.ok) {
-      show("alert", callId + ": " + failure(result));
+      refuse(item, named + ": " + failure(result));
       return;
     }
-    show("alert", "");
-    const item = form.closest("[data-call-id]");
+    clearRefusals();
     if (item) item.remove();
     show("note", callId + " answered");
     refreshNow();
@@ -192,7 +233,7 @@
   async function answerSelected(approved) {
     const cards = Array.from(document.querySelectorAll("[data-call-id]")).filter(function (card) {
       const box = card.querySelector("input[data-select]");
-      return box && box.checked;
+      return box && box.checked && card.querySelector('form[data-form="answer"]');
     });
     if (!cards.length) { show("alert", "select one or more calls first"); return; }
     const outcomes = await Promise.all(cards.map(async function (card) {
@@ -203,17 +244,17 @@
         return { card: card, result: { ok: false, status: 0, data: { error: "request failed: " + err } } };
       }
     }));
-    const refused = [], answered = [];
+    const answered = [];
+    clearRefusals();
     outcomes.forEach(function (o) {
       const which = o.card.getAttribute("data-workflow-id") + " " + o.card.getAttribute("data-call-id");
       if (o.result.ok) {
         o.card.remove();
         answered.push(which + (approved ? " approved" : " rejected"));
       } else {
-        refused.push(which + ": " + failure(o.result));
+        refuse(o.card, which + ": " + failure(o.result), true);
       }
     });
-    showAll("alert", refused);
     showAll("note", answered);
     refreshNow();
   }
@@ -244,10 +285,10 @@
     }
     const result = await send(form.getAttribute("data-api"), payload);
     if (!result.ok) {
-      show("alert", id + ": " + failure(result));
+      refuse(card, id + ": " + failure(result));
       return;
     }
-    show("alert", "");
+    clearRefusals();
     if (card) card.remove();
     show("note", id + (stop ? ": stopped at its budget" : ": granted " + payload.tokens + " tokens"));
     refreshNow();
@@ -256,12 +297,13 @@
   // An expired call asked again: it waits with a new deadline (the card comes back as waiting).
   async function reask(form) {
     const callId = form.elements["call_id"].value;
+    const item = form.closest("[data-call-id]");
     const result = await send(form.getAttribute("data-api"), { call_id: callId });
     if (!result.ok) {
-      show("alert", callId + ": " + failure(result));
+      refuse(item, cardName(item, callId) + ": " + failure(result));
       return;
     }
-    show("alert", "");
+    clearRefusals();
     show("note", callId + " asked again");
     refreshNow();
   }
