@@ -63,7 +63,6 @@ from workflows.contract.inputs import (
     CancelRequest,
     QuestionAnswer,
     ReopenRequest,
-    SubAgentReport,
     ToolApprovalResponse,
     UserMessageInput,
     edited_arguments,
@@ -107,6 +106,7 @@ from workflows.contract.views import (
     QuestionRecord,
     Quorum,
     SubAgentOf,
+    SubAgentReport,
     SubAgentStatus,
 )
 

@@ -14,8 +14,8 @@ SIGNAL_SEND_MESSAGE = "send_message"
 SIGNAL_MODEL_UNREACHABLE = "model_unreachable"
 """Sent by `call_llm` when the model server cannot be reached: the run warns at once."""
 SIGNAL_SUB_AGENT_REPORT = "sub_agent_report"
-"""Internal: a sub-agent tells its parent where it stands (`SubAgentReport`), at every pause and
-at its end."""
+"""Internal: a sub-agent tells its parent where it stands (`SubAgentReport`), at every pause (its
+end is in its result)."""
 MODEL_UNREACHABLE_DETAIL = "model_unreachable"
 """The key of `call_llm`'s last error's details when the model server stayed out of reach past
 LLM_MAX_WAIT (`{"model_unreachable": "http://host:port", "waited_seconds": N}`): a session's

@@ -267,3 +267,41 @@ async def test_the_delegate_scenarios_to_record_run_and_replay(client, name, sub
     result = await client.get_workflow_handle(handle.id, result_type=AgentRunResult).result()
     expected = {"delegation": "stop", "sub_agent_approval": "stop", "sub_agent_cancel": "cancelled"}
     assert result.finish_reason == expected[name]
+
+
+async def test_a_sub_agents_end_travels_in_its_result_not_a_signal(client, task_queue):
+    """A sub-agent that never paused tells its parent nothing until its end, and its end is in
+    its result (its decisions for the parent's audit): no signal, no workflow task to wait for
+    one, in either history."""
+    script = ByRun(
+        [calls(delegate("call_1", "list")), text("Listed.")],
+        call_1=[calls(("c1", "list_dir", '{"path": "."}')), text("It holds logs.")],
+    )
+    async with worker_for(client, task_queue, fake_with(script)):
+        handle = await start_run(
+            client,
+            task_queue,
+            run_input(approval_policy={"rules": [{"tool": "list_dir", "decision": "allow"}]}),
+        )
+        await handle.result()
+        audit = await handle.query(names.QUERY_AUDIT)
+    child = client.get_workflow_handle(f"{handle.id}.call_1", result_type=AgentRunResult)
+    last = (await child.result()).sub_agent_report
+    assert last is not None and last.phase == "finished" and last.call_id == "call_1"
+    assert [e.call_id for e in last.audit] == ["c1"]
+    parent_history = await handle.fetch_history()
+    child_history = await child.fetch_history()
+    signals = [
+        e
+        for e in parent_history.events
+        if e.HasField("workflow_execution_signaled_event_attributes")
+    ]
+    sent = [
+        e
+        for e in child_history.events
+        if e.HasField("signal_external_workflow_execution_initiated_event_attributes")
+    ]
+    assert signals == [] and sent == []
+    assert any(
+        e["call_id"] == "c1" and e.get("workflow_id") == child.id for e in audit["decisions"]
+    )

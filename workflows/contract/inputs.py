@@ -23,14 +23,10 @@ from pydantic import (
 from workflows.contract.messages import (
     SIGNED_FIELDS,
     ApprovalTimeoutPolicy,
-    FinishReason,
-    Phase,
-    ToolCall,
-    Usage,
     without_none,
 )
 from workflows.contract.rules import MAX_GROUPS, ApprovalPolicy, GroupName
-from workflows.contract.views import AuditEntry, ForkedFrom, PendingQuestion, SubAgentOf
+from workflows.contract.views import ForkedFrom, SubAgentOf
 
 SIGNED_AT_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$"
 """`signed_at` as signers write it (`people.signatures.signed_at_text`): ISO-8601, UTC, with `Z`."""
@@ -333,19 +329,3 @@ class BudgetGrant(BaseModel):
     @model_serializer(mode="wrap")
     def _without_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
         return without_none(handler(self), ("signed_by",))
-
-
-class SubAgentReport(BaseModel):
-    """What a sub-agent tells its parent (`sub_agent_report`, a signal the child sends itself)
-    at every pause and at its end: where it stands, what waits for whom, the tokens it used and
-    the tokens people granted it; at its end, its decisions for the parent's audit."""
-
-    call_id: Annotated[StrictStr, Field(min_length=1, max_length=200)]
-    workflow_id: Annotated[StrictStr, Field(min_length=1, max_length=1_000)]
-    phase: Phase
-    pending_approvals: list[ToolCall] = Field(default_factory=list, max_length=64)
-    pending_questions: list[PendingQuestion] = Field(default_factory=list, max_length=64)
-    usage: Usage = Field(default_factory=Usage)
-    granted: Annotated[int, Field(ge=0)] = 0
-    finish_reason: FinishReason | None = None
-    audit: list[AuditEntry] = Field(default_factory=list, max_length=1_000)

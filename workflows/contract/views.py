@@ -178,12 +178,34 @@ class BudgetStatus(BaseModel):
     grant); left out when anyone may."""
 
 
+class SubAgentReport(BaseModel):
+    """What a sub-agent tells its parent: at every pause (the `sub_agent_report` signal) where
+    it stands, what waits for whom, the tokens it used and the tokens people granted it; at its
+    end (in its result, `AgentRunResult.sub_agent_report`) the same with its decisions for the
+    parent's audit."""
+
+    call_id: Annotated[StrictStr, Field(min_length=1, max_length=200)]
+    workflow_id: Annotated[StrictStr, Field(min_length=1, max_length=1_000)]
+    phase: Phase
+    pending_approvals: list[ToolCall] = Field(default_factory=list, max_length=64)
+    pending_questions: list[PendingQuestion] = Field(default_factory=list, max_length=64)
+    usage: Usage = Field(default_factory=Usage)
+    granted: Annotated[int, Field(ge=0)] = 0
+    finish_reason: FinishReason | None = None
+    audit: list[AuditEntry] = Field(default_factory=list, max_length=1_000)
+
+
 class AgentRunResult(BaseModel):
     messages: list[ChatMessage]
     finish_reason: FinishReason
     rounds: int
     error: str | None = None
     usage: Usage = Field(default_factory=Usage)
+    sub_agent_report: SubAgentReport | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
+    """A sub-agent's last word for its parent (its decisions, the tokens granted it); left out
+    of the JSON for a run that is no sub-agent."""
 
 
 class Quorum(BaseModel):

@@ -181,7 +181,7 @@ class AgentWorkflow:
             await self._sub_agents.reported()
             await self._notifier.finished(result.finish_reason, result.error)
             await self._live.close()
-            return result
+            return self._sub_agents.with_final_report(result, granted=self._granted())
         except BaseException as err:
             if not calls.is_cancellation(err) or self._finish_reason is not None:
                 raise
@@ -189,6 +189,8 @@ class AgentWorkflow:
             # does, then let the execution close as Canceled.
             self._batch.close_interrupted()
             self._finish("cancelled", CANCELLED_MESSAGE)
+            if self._sub_agents.parent is not None:  # no result to carry its end: a signal
+                self._tell_parent("finished")
             await self._live.close()
             raise
 
@@ -438,14 +440,18 @@ class AgentWorkflow:
 
     def _tell_parent(self, phase: Phase) -> None:
         done = phase == "finished"
-        budget = self._state.budget
         self._sub_agents.schedule_report(
             phase,
             pending_approvals=[] if done else self._approvals.waiting(),
             pending_questions=[] if done else self._questions.shown(),
-            granted=0 if budget is None else budget.granted,
+            granted=self._granted(),
             finish_reason=self._finish_reason,
         )
+
+    def _granted(self) -> int:
+        """The tokens people granted this run (and its sub-agents), for its parent."""
+        budget = self._state.budget
+        return 0 if budget is None else budget.granted
 
     def _waiting_for_person(self, pending: list[ToolCall]) -> bool:
         return bool(self._approvals.unanswered(pending) or self._questions.waiting(pending))

@@ -8,9 +8,10 @@ A `delegate` call passes the gate like any call; when its batch runs it starts a
 parent's system prompt and the task, whose tools are the parent's (narrowed to `tools`), whose
 rules are the parent's run rules (the worker's enforced ones apply to every run), and whose
 token budget is what is left of the parent's. The child tells its parent where it stands at
-every pause and at its end (`sub_agent_report`); the parent shows it (`status.sub_agents`, the
-`sub_agent_*` events), counts its tokens and grants in the tree's budget, keeps its decisions in
-its own audit, cascades a cancel to it, and takes its final answer as the call's result.
+every pause (`sub_agent_report`) and at its end (in its result); the parent shows it
+(`status.sub_agents`, the `sub_agent_*` events), counts its tokens and grants in the tree's
+budget, keeps its decisions in its own audit, cascades a cancel to it, and takes its final
+answer as the call's result.
 """
 
 from __future__ import annotations
@@ -246,6 +247,8 @@ class SubAgents:
         )
         try:
             result: AgentRunResult = await handle
+            if (last := result.sub_agent_report) is not None and last.call_id == call.id:
+                self.take_report(last)  # its decisions and grants, before its end is counted
             content = result_content(workflow_id, result)
             reason: FinishReason | None = result.finish_reason
             tokens = result.usage.total
@@ -372,11 +375,11 @@ class SubAgents:
     # ---- the sub-agent: telling its parent
 
     def report_due(self, phase: Phase) -> bool:
-        """Whether entering `phase` is news for the parent: a pause, the first step out of one,
-        or the end."""
-        if self.parent is None:
+        """Whether entering `phase` is news for the parent: a pause or the first step out of one
+        (its end is news too, but the result carries it: `with_final_report`)."""
+        if self.parent is None or phase == "finished":  # the end travels in the result
             return False
-        if phase in PAUSES or phase == "finished":
+        if phase in PAUSES:
             return True
         return self._told in PAUSES
 
@@ -421,8 +424,37 @@ class SubAgents:
         if parent is None:
             return
         self._told = phase
+        report = self._report(
+            parent, phase, pending_approvals, pending_questions, granted, finish_reason
+        )
+        handle = workflow.get_external_workflow_handle(parent.workflow_id)
+        try:
+            await handle.signal(
+                names.SIGNAL_SUB_AGENT_REPORT, report.model_dump(mode="json", exclude_none=True)
+            )
+        except Exception as err:  # the parent has ended: nobody to tell
+            workflow.logger.info("parent %s not told: %s", parent.workflow_id, err)
+
+    def with_final_report(self, result: AgentRunResult, *, granted: int) -> AgentRunResult:
+        """A sub-agent's result carries its last report (its decisions, the tokens granted it):
+        the parent takes it with the result, so the end needs no signal and no wait for one."""
+        parent = self.parent
+        if parent is None:
+            return result
+        report = self._report(parent, "finished", [], [], granted, result.finish_reason)
+        return result.model_copy(update={"sub_agent_report": report})
+
+    def _report(
+        self,
+        parent: SubAgentOf,
+        phase: Phase,
+        pending_approvals: list[ToolCall],
+        pending_questions: list[PendingQuestion],
+        granted: int,
+        finish_reason: FinishReason | None,
+    ) -> SubAgentReport:
         ending = phase == "finished"
-        report = SubAgentReport(
+        return SubAgentReport(
             call_id=parent.call_id,
             workflow_id=self._ctx.workflow_id,
             phase=phase,
@@ -433,13 +465,6 @@ class SubAgents:
             finish_reason=finish_reason,
             audit=list(self._state.audit) if ending else [],
         )
-        handle = workflow.get_external_workflow_handle(parent.workflow_id)
-        try:
-            await handle.signal(
-                names.SIGNAL_SUB_AGENT_REPORT, report.model_dump(mode="json", exclude_none=True)
-            )
-        except Exception as err:  # the parent has ended: nobody to tell
-            workflow.logger.info("parent %s not told: %s", parent.workflow_id, err)
 
 
 def not_a_sub_agent(parent: SubAgentOf | None, info: workflow.Info) -> str | None:
