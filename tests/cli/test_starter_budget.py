@@ -263,7 +263,7 @@ async def test_a_grant_is_signed_with_the_persons_own_key_of_the_budget_group(
             "grant", handle.id, "50", "--key", dave, AGENT_APPROVERS_FILE=file, HOME=str(home)
         )
         assert elsewhere.code == 1 and "only ops may grant tokens" in elsewhere.stderr, elsewhere
-        assert (await status(handle)).budget == BudgetStatus(used=18, limit=5)
+        assert (await status(handle)).budget == BudgetStatus(used=18, limit=5, groups=["ops"])
         olga = str(people.key_files["olga"])
         signed = await cli.cli(
             "grant", handle.id, "50", "--key", olga, USER="dave", AGENT_APPROVERS_FILE=file,
