@@ -67,11 +67,27 @@ SCENARIOS = {
     "too_many_calls",
 }
 """The scenarios every release records (`python -m tests.record_histories`)."""
-EXPECTED = {f"0.7/{name}" for name in SCENARIOS}
+SINCE_1_0 = {
+    "delegation",
+    "delegation.sub-agent.a",
+    "delegation.sub-agent.b",
+    "forked",
+    "sub_agent_approval",
+    "sub_agent_approval.sub-agent.call_1",
+    "sub_agent_cancel",
+    "sub_agent_cancel.sub-agent.a",
+    "sub_agent_cancel.sub-agent.b",
+}
+"""1.0's new behaviour: a run that delegates (and each sub-agent's own history), a forked run."""
+EXPECTED = {f"0.7/{name}" for name in SCENARIOS} | {f"1.0/{name}" for name in SCENARIOS | SINCE_1_0}
 SAMPLE = [
     p
     for p in HISTORIES
-    if p.stem in {"approve", "bad_inputs", "quorum", "question", "session", "continue_as_new.0"}
+    if (
+        p.stem in {"approve", "bad_inputs", "quorum", "question", "session", "continue_as_new.0"}
+        and p.parent.name == "0.7"
+    )
+    or p.stem in {"delegation", "forked"}
 ]
 """One recording of each kind of run, for the replays that vary the worker (a key since, the
 tracing interceptor): every recording replays plainly in `test_replay` and in the product's
@@ -79,7 +95,11 @@ sandbox; these show the variants change nothing, without replaying everything fi
 
 
 def load(path: Path) -> WorkflowHistory:
-    return WorkflowHistory.from_json(f"replay-{path.stem}", path.read_text())
+    """The recording under the workflow id it ran with (a sub-agent's id is its parent's and the
+    call's, so a run that delegates replays only under its own); 0.7's recordings name none."""
+    text = path.read_text()
+    started = json.loads(text)["events"][0]["workflowExecutionStartedEventAttributes"]
+    return WorkflowHistory.from_json(started.get("workflowId", f"replay-{path.stem}"), text)
 
 
 def test_all_scenarios_are_recorded():
