@@ -165,6 +165,40 @@ async def test_parallel_children_and_a_failed_one(client, task_queue):
     assert failed["error"].startswith(f"sub-agent {handle.id}.b ended with max_rounds")
 
 
+async def test_a_parent_never_continues_as_new_while_a_child_runs(client, task_queue):
+    # The parent's history passes its max_history_events while its sub-agent waits for a
+    # person (harmless bad answers, each a warning and a few events): it stays the same run
+    # until the sub-agent's result is in, then continues with that result in its record.
+    script = ByRun(
+        [calls(delegate("call_1", "Delete the logs folder")), text("Done.")],
+        call_1=[calls(("c1", "delete_path", '{"path": "logs"}')), text("Deleted.")],
+    )
+    async with worker_for(client, task_queue, fake_with(script)):
+        handle = await start_run(client, task_queue, run_input(max_history_events=100))
+        child = await started(client.get_workflow_handle(f"{handle.id}.call_1"))
+        await wait_for_phase(child, "awaiting_approval")
+        for sent in range(40):
+            await handle.signal(
+                names.SIGNAL_TOOL_APPROVAL, {"call_id": f"no-{sent}", "approved": True}
+            )
+        await wait_until(lambda: _warnings_at_least(handle, 40))
+        described = await handle.describe()
+        assert described.raw_description.workflow_execution_info.history_length > 100
+        assert described.run_id == handle.first_execution_run_id, "continued while a child ran"
+        await child.execute_update(
+            names.UPDATE_SUBMIT_APPROVAL,
+            ToolApprovalResponse(call_id="c1", approved=True, approver="ann"),
+        )
+        result = await client.get_workflow_handle(handle.id, result_type=AgentRunResult).result()
+        latest = await client.get_workflow_handle(handle.id).describe()
+    assert latest.run_id != handle.first_execution_run_id  # it continued once the child was done
+    assert tool_result(result.messages, "call_1")["data"]["answer"] == "Deleted."
+
+
+async def _warnings_at_least(handle: Any, count: int) -> bool:
+    return event_types(await events(handle)).count("warning") >= count
+
+
 async def test_cancelling_the_parent_cancels_the_waiting_child(client, task_queue):
     script = ByRun(
         [calls(delegate("call_1", "Delete the logs folder"))],
