@@ -88,3 +88,9 @@ def of_type(items: list[AgentEvent], kind: str) -> list[Any]:
 
 def tool_messages(history: list[ChatMessage]) -> list[ChatMessage]:
     return [m for m in history if m.role == "tool"]
+
+
+async def history_length(client: Client, workflow_id: str) -> int:
+    """The events in the run's history now (a read that leaves it as it is)."""
+    description = await client.get_workflow_handle(workflow_id).describe()
+    return description.raw_description.workflow_execution_info.history_length

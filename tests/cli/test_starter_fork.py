@@ -5,44 +5,15 @@ asks again), says where it comes from, and leaves the original's history as it w
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-from temporalio.client import Client
-
-from runtime.settings import Settings
 from starter.handle import AgentHandle
-from tests.cli.test_starter import Agent, new_id, seed
-from tests.helpers import events, messages, status, wait_for_phase
-from worker import run_worker
+from tests.cli.test_starter import Agent, agent, new_id
+from tests.helpers import events, history_length, messages, status, wait_for_phase
 from workflows.model import ToolApprovalResponse
 
-
-@pytest.fixture
-async def agent(client: Client, task_queue: str, tmp_path: Path) -> AsyncIterator[Agent]:
-    workspace = seed(tmp_path / "workspace")
-    settings = Settings.from_env(
-        {"AGENT_WORKSPACE": str(workspace), "AGENT_STATE_DIR": str(tmp_path / "state")}
-    )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(
-        run_worker(client, settings, queue=task_queue, stop=stop, ready=lambda _q: ready.set())
-    )
-    await asyncio.wait_for(ready.wait(), 30)
-    try:
-        yield Agent(client, client.service_client.config.target_host, task_queue, workspace)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
-
-
-async def history_length(client: Client, workflow_id: str) -> int:
-    description = await client.get_workflow_handle(workflow_id).describe()
-    return description.raw_description.workflow_execution_info.history_length
+__all__ = ["agent"]  # the fixture
 
 
 async def approved_and_remembered(agent: Agent) -> str:

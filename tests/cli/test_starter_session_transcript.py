@@ -8,8 +8,6 @@ way, from its history."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
@@ -18,8 +16,8 @@ from temporalio.client import Client
 
 from runtime.settings import Settings
 from tests import fake_openai
-from tests.cli.test_starter import REPO, Agent, new_id, seed
-from tests.cli.test_starter_watch_outage import Follower
+from tests.cli.test_starter import Agent, new_id, seed
+from tests.cli.test_starter_watch_outage import Follower, starter_process
 from tests.helpers import wait_for_phase, wait_until
 from worker import run_worker
 from workflows import names
@@ -59,40 +57,6 @@ async def agent(
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)
-
-
-@contextlib.asynccontextmanager
-async def starter_process(agent: Agent, *args: str) -> AsyncIterator[Follower]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "starter",
-        *args,
-        cwd=REPO,
-        env=agent.env(),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    follower = Follower(proc)
-
-    async def read(stream: asyncio.StreamReader | None, into: bytearray) -> None:
-        assert stream is not None
-        while chunk := await stream.read(4096):
-            into.extend(chunk)
-
-    async def pump() -> None:
-        await asyncio.gather(read(proc.stdout, follower.stdout), read(proc.stderr, follower.stderr))
-        await proc.wait()
-
-    follower.pump = asyncio.create_task(pump())
-    try:
-        yield follower
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(follower.pump, 30)
 
 
 def printed(follower: Follower, text: str) -> Callable[[], bool]:

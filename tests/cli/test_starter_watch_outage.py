@@ -106,18 +106,18 @@ class Follower:
 
 
 @contextlib.asynccontextmanager
-async def watching(
-    agent: Agent, workflow_id: str, address: str | None = None
+async def starter_process(
+    agent: Agent, *args: str, env: dict[str, str] | None = None
 ) -> AsyncIterator[Follower]:
-    env = agent.env() if address is None else agent.env(TEMPORAL_ADDRESS=address)
+    """`python -m starter ARGS` as a process of its own, its output read as it comes; killed at
+    the end if it still runs."""
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "starter",
-        "watch",
-        workflow_id,
+        *args,
         cwd=REPO,
-        env=env,
+        env=agent.env() if env is None else env,
         stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -141,6 +141,14 @@ async def watching(
             proc.kill()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(follower.pump, 30)
+
+
+def watching(
+    agent: Agent, workflow_id: str, address: str | None = None
+) -> contextlib.AbstractAsyncContextManager[Follower]:
+    """`starter watch W`, through `address` instead of the dev server's when given."""
+    env = agent.env() if address is None else agent.env(TEMPORAL_ADDRESS=address)
+    return starter_process(agent, "watch", workflow_id, env=env)
 
 
 async def test_watch_rides_through_a_worker_away_for_a_restart(agent: Agent, worker: Worker):

@@ -6,14 +6,11 @@ signal, update or query reaches them: their histories keep their length)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 from temporalio.client import (
     Client,
     Interceptor,
@@ -27,14 +24,14 @@ from temporalio.client import (
     WorkflowUpdateHandle,
 )
 
-from runtime.settings import Settings
 from starter.handle import AgentHandle
 from starter.what_if import parse_policy
 from starter.what_if_runs import what_if
-from tests.cli.test_starter import Agent, new_id, seed
-from tests.helpers import wait_for_phase
-from worker import run_worker
+from tests.cli.test_starter import Agent, agent, new_id
+from tests.helpers import history_length, wait_for_phase
 from workflows.model import ToolApprovalResponse
+
+__all__ = ["agent"]  # the fixture
 
 POLICY = """{
   "enforced": [
@@ -45,24 +42,6 @@ POLICY = """{
   ]
 }
 """
-
-
-@pytest.fixture
-async def agent(client: Client, task_queue: str, tmp_path: Path) -> AsyncIterator[Agent]:
-    workspace = seed(tmp_path / "workspace")
-    settings = Settings.from_env(
-        {"AGENT_WORKSPACE": str(workspace), "AGENT_STATE_DIR": str(tmp_path / "state")}
-    )
-    stop, ready = asyncio.Event(), asyncio.Event()
-    task = asyncio.create_task(
-        run_worker(client, settings, queue=task_queue, stop=stop, ready=lambda _q: ready.set())
-    )
-    await asyncio.wait_for(ready.wait(), 30)
-    try:
-        yield Agent(client, client.service_client.config.target_host, task_queue, workspace)
-    finally:
-        stop.set()
-        await asyncio.wait_for(task, 30)
 
 
 class _Counting(OutboundInterceptor):
@@ -99,11 +78,6 @@ class Counting(Interceptor):
 
     def intercept_client(self, next: OutboundInterceptor) -> OutboundInterceptor:
         return _Counting(next, self.seen)
-
-
-async def history_length(client: Client, workflow_id: str) -> int:
-    description = await client.get_workflow_handle(workflow_id).describe()
-    return description.raw_description.workflow_execution_info.history_length
 
 
 async def recorded_runs(agent: Agent) -> tuple[str, str, str]:

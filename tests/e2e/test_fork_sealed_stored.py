@@ -25,7 +25,7 @@ from starter.handle import AgentHandle
 from tests.cli.test_starter import Result, seed, starter
 from tests.e2e.test_e2e import Process, clean_env, spawn
 from tests.e2e.test_encryption_e2e import new_key
-from tests.helpers import wait_for_phase
+from tests.helpers import history_length, wait_for_phase
 from workflows.contract.seal import read_seal
 from workflows.model import AgentRunInput, AgentRunResult, ToolApprovalResponse
 
@@ -72,11 +72,6 @@ async def deployment(client: Client, tmp_path: Path) -> AsyncIterator[Deployment
     finally:
         for process in reversed(d.started):
             await process.stop()
-
-
-async def history_length(client: Client, workflow_id: str) -> int:
-    description = await client.get_workflow_handle(workflow_id).describe()
-    return description.raw_description.workflow_execution_info.history_length
 
 
 async def start_input(client: Client, workflow_id: str) -> Payload:

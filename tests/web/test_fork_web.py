@@ -17,7 +17,7 @@ from playwright.async_api import Browser, BrowserContext, Page, async_playwright
 from temporalio.client import Client, WorkflowHandle
 
 from starter.handle import AgentHandle
-from tests.helpers import events, messages, wait_for_phase
+from tests.helpers import events, history_length, messages, wait_for_phase
 from tests.web.conftest import CHROMIUM, PASSWORD, Served, Worker, serve_web
 from workflows.model import AgentRunInput, AgentRunResult, ToolApprovalResponse
 
@@ -100,11 +100,6 @@ async def approved_delete(client: Client, worker: Worker) -> WorkflowHandle[Any,
     )
     assert (await handle.result()).finish_reason == "stop"
     return handle
-
-
-async def history_length(client: Client, workflow_id: str) -> int:
-    description = await client.get_workflow_handle(workflow_id).describe()
-    return description.raw_description.workflow_execution_info.history_length
 
 
 async def test_the_fork_api_starts_a_fork_and_refuses_what_it_cannot_do(
