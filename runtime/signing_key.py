@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
@@ -164,10 +165,10 @@ class SigningKey:
         arguments_sha256: str,
         decision: str,
         now: datetime | None = None,
-    ) -> tuple[str, str, str | None]:
-        """`signed_at`, the signature and `signed_by` of `approver`'s decision, signed now:
-        what every signer (an answer, a question's answer, a reopen, a grant) adds to what it
-        sends. ValueError when this key may not sign for `approver`."""
+    ) -> dict[str, Any]:
+        """`approver`, `signed_at`, the signature and `signed_by` of `approver`'s decision,
+        signed now: the fields every signer (an answer, a question's answer, a reopen, a grant)
+        sets on what it sends. ValueError when this key may not sign for `approver`."""
         if not self.signs_for(approver):
             raise ValueError(f"{self.path} does not sign for {approver}")
         signed_at = signed_at_text(now or datetime.now(UTC))
@@ -181,7 +182,12 @@ class SigningKey:
             signed_at=signed_at,
             signed_by=self.service or "",
         )
-        return signed_at, self.sign(fields), self.service
+        return {
+            "approver": approver,
+            "signed_at": signed_at,
+            "signature": self.sign(fields),
+            "signed_by": self.service,
+        }
 
 
 # ---- each kind of decision, signed
@@ -198,19 +204,16 @@ def signed_answer(
     now: datetime | None = None,
 ) -> ToolApprovalResponse:
     """`response` as `approver` signs it with `key`, bound to this call of this run."""
-    signed_at, signature, signed_by = key.signed_now(
+    signed = key.signed_now(
         approver=approver, workflow_id=workflow_id, run_id=run_id, call_id=response.call_id,
         arguments_sha256=arguments_sha256, decision=decision_of(response.approved), now=now,
     )  # fmt: skip
     return response.model_copy(
         update={
-            "approver": approver,
+            **signed,
             "groups": None,
             "run_id": run_id,
             "arguments_sha256": arguments_sha256,
-            "signed_at": signed_at,
-            "signature": signature,
-            "signed_by": signed_by,
         }
     )
 
@@ -227,17 +230,14 @@ def signed_reopen(
 ) -> ReopenRequest:
     """`reopen_approval` as `approver` signs it (decision `reopen`), bound to this call of this
     run."""
-    signed_at, signature, signed_by = key.signed_now(
+    signed = key.signed_now(
         approver=approver, workflow_id=workflow_id, run_id=run_id, call_id=request.call_id,
         arguments_sha256=arguments_sha256, decision=REOPEN, now=now,
     )  # fmt: skip
     return request.model_copy(
         update={
-            "approver": approver,
+            **signed,
             "groups": None,
-            "signed_at": signed_at,
-            "signature": signature,
-            "signed_by": signed_by,
         }
     )
 
@@ -253,18 +253,15 @@ def signed_question_answer(
     now: datetime | None = None,
 ) -> QuestionAnswer:
     """A question's answer as `approver` signs it, bound to the question's call of this run."""
-    signed_at, signature, signed_by = key.signed_now(
+    signed = key.signed_now(
         approver=approver, workflow_id=workflow_id, run_id=run_id, call_id=answer.call_id,
         arguments_sha256=arguments_sha256, decision=answer_decision(answer.answer), now=now,
     )  # fmt: skip
     return answer.model_copy(
         update={
-            "approver": approver,
+            **signed,
             "groups": None,
             "run_id": run_id,
-            "signed_at": signed_at,
-            "signature": signature,
-            "signed_by": signed_by,
         }
     )
 
@@ -280,17 +277,14 @@ def signed_grant(
     now: datetime | None = None,
 ) -> BudgetGrant:
     """A grant as `approver` signs it, over the run's budget as it stands (`limit`)."""
-    signed_at, signature, signed_by = key.signed_now(
+    signed = key.signed_now(
         approver=approver, workflow_id=workflow_id, run_id=run_id, call_id=budget_call(limit),
         arguments_sha256="", decision=grant_decision(grant), now=now,
     )  # fmt: skip
     return grant.model_copy(
         update={
-            "approver": approver,
+            **signed,
             "groups": [],
-            "signed_at": signed_at,
-            "signature": signature,
-            "signed_by": signed_by,
         }
     )
 
