@@ -119,14 +119,7 @@ async def unreachable(
         f"{said}: attempt {info.attempt} failed, trying again in {duration(delay)}"
         f" (gives up after {duration(max_wait)}: {SETTING})"
     )
-    activity.logger.warning(message)
-    await tell_the_run(client, workflow_id, message)
-    return ApplicationError(
-        message,
-        type=err.type,
-        next_retry_delay=timedelta(seconds=delay),
-        category=ApplicationErrorCategory.BENIGN,
-    )
+    return await trying_again(message, err.type, delay, client, workflow_id)
 
 
 async def dropped(
@@ -144,11 +137,19 @@ async def dropped(
         )
     delay = min(2.0 ** (info.attempt - 1), MAX_BACKOFF_SECONDS)
     message = f"{said}: attempt {info.attempt} failed, trying again in {duration(delay)}"
+    return await trying_again(message, err.type, delay, client, workflow_id)
+
+
+async def trying_again(
+    message: str, error_type: str | None, delay: float, client: Client, workflow_id: str
+) -> ApplicationError:
+    """The failed attempt's one log line, the run told, and the error that has Temporal try
+    again after `delay` seconds."""
     activity.logger.warning(message)
     await tell_the_run(client, workflow_id, message)
     return ApplicationError(
         message,
-        type=err.type,
+        type=error_type,
         next_retry_delay=timedelta(seconds=delay),
         category=ApplicationErrorCategory.BENIGN,
     )
